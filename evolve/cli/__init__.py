@@ -1,0 +1,69 @@
+"""The `evolve` command line.
+
+Each area registers its commands from its own module, so the parts stay apart.
+Heavy libraries (torch, litellm) are imported inside commands, never here.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+import typer
+
+from evolve.errors import EvolveError
+
+# Offline by construction: no hub, no telemetry, no cost-map fetch at import.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+app = typer.Typer(
+    name="evolve",
+    help="Self-evolution loop for code models: weights (GRPO) + prompt (GEPA) on the same verified rollouts.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+_AREAS = ("lineage_cmds", "verify_cmds", "bootstrap_cmds", "policy_cmds", "prompt_cmds", "loop_cmds")
+
+
+def _register_all() -> None:
+    import importlib
+
+    for area in _AREAS:
+        try:
+            module = importlib.import_module(f"evolve.cli.{area}")
+        except ModuleNotFoundError as e:  # an area not built yet
+            if e.name != f"evolve.cli.{area}":
+                raise
+            continue
+        module.register(app)
+
+
+_register_all()
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print a one-line error and exit (no traceback)."""
+    first = " ".join(str(message).split())
+    typer.echo(f"error: {first}", err=True)
+    raise SystemExit(code)
+
+
+def main() -> None:
+    try:
+        rv = app(standalone_mode=False)
+    except EvolveError as e:
+        fail(str(e), e.exit_code)
+    except click.exceptions.Abort:
+        fail("aborted", 130)
+    except click.ClickException as e:
+        e.show()
+        raise SystemExit(e.exit_code) from None
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
+    if isinstance(rv, int) and rv:
+        raise SystemExit(rv)

@@ -1,0 +1,1 @@
+"""Prompt evolution: candidates, reflection, Pareto selection."""

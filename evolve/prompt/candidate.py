@@ -1,0 +1,41 @@
+"""Prompt candidates: named text components with content-hash identity."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from evolve.util.hashing import content_hash
+from evolve.verification.types import Task
+
+# Rendering order of the known components into the system message.
+COMPONENT_ORDER = ("system", "lessons", "demos")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A prompt version. ``components`` maps a name ("system", "lessons", "demos") to text."""
+
+    components: dict[str, str] = field(hash=False)
+
+    @property
+    def id(self) -> str:
+        return content_hash({"components": self.components})
+
+    def with_component(self, name: str, text: str) -> Candidate:
+        return Candidate({**self.components, name: text})
+
+
+def system_text(components: dict[str, str]) -> str:
+    ordered = [k for k in COMPONENT_ORDER if k in components]
+    ordered += sorted(k for k in components if k not in COMPONENT_ORDER)
+    return "\n".join(components[k].strip() for k in ordered if components[k].strip())
+
+
+def render_messages(components: dict[str, str], task: Task) -> list[dict]:
+    """The chat messages a policy is given for ``task`` under a prompt candidate."""
+    messages = []
+    system = system_text(components)
+    if system:
+        messages.append({"role": "system", "content": system})
+    messages.append({"role": "user", "content": task.prompt})
+    return messages
