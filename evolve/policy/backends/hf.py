@@ -1,0 +1,82 @@
+"""HF transformers generation: batched, left-padded, KV-cached, with behaviour log-probs.
+
+All prompts x n samples go through one ``generate`` call per chunk of ``chunk_size`` rows. The
+log-probs come from ``output_logits`` (raw logits of each step), so no second forward is needed:
+log softmax(logits / T) at the sampled token, in float32.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from evolve.policy.chat import encode_prompt, eos_ids
+from evolve.policy.sample import Sample
+from evolve.policy.spec import SamplingSpec
+
+
+class HFBackend:
+    name = "hf"
+    exposes_tokens = True
+
+    def __init__(self, model, tokenizer, sampling: SamplingSpec):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.sampling = sampling
+        self.eos = eos_ids(tokenizer, model)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos[0]
+
+    def sync_weights(self, model) -> None:  # generation runs on the trained model itself
+        self.model = model
+
+    def close(self) -> None:
+        pass
+
+    @torch.no_grad()
+    def generate(self, prompts: list[list[dict]], n: int, seed: int) -> list[list[Sample]]:
+        encoded = [encode_prompt(self.tokenizer, m) for m in prompts]
+        rows = [(i, text, ids) for i, (text, ids) in enumerate(encoded) for _ in range(n)]
+        out: list[list[Sample]] = [[] for _ in prompts]
+        was_training = self.model.training
+        self.model.eval()
+        # A private RNG stream: the same seed gives the same samples, and the caller's RNG is untouched.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            step = self.sampling.chunk_size
+            for start in range(0, len(rows), step):
+                for i, sample in self._generate_chunk(rows[start:start + step]):
+                    out[i].append(sample)
+        if was_training:
+            self.model.train()
+        return out
+
+    def _generate_chunk(self, rows):
+        s = self.sampling
+        width = max(len(ids) for _, _, ids in rows)
+        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, (_, _, ids) in enumerate(rows):
+            input_ids[r, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+            attention[r, width - len(ids):] = 1
+        device = next(self.model.parameters()).device
+        gen = self.model.generate(
+            input_ids=input_ids.to(device), attention_mask=attention.to(device), do_sample=True,
+            temperature=s.temperature, top_p=s.top_p, top_k=0, max_new_tokens=s.max_new_tokens,
+            eos_token_id=self.eos, pad_token_id=self.pad_id, return_dict_in_generate=True,
+            output_logits=True, use_cache=True,
+        )
+        completions = gen.sequences[:, width:].cpu()
+        logits = torch.stack(gen.logits, dim=1).float().cpu()  # (B, T, V), raw
+        logps = torch.log_softmax(logits / s.temperature, dim=-1)
+        logps = logps.gather(-1, completions.unsqueeze(-1)).squeeze(-1)
+        eos = torch.tensor(self.eos)
+        for r, (i, text, ids) in enumerate(rows):
+            toks = completions[r].tolist()
+            hits = torch.isin(completions[r], eos).nonzero()
+            end = int(hits[0]) + 1 if len(hits) else len(toks)
+            truncated = not len(hits)
+            yield i, Sample(
+                text=self.tokenizer.decode(toks[:end], skip_special_tokens=True),
+                prompt_text=text, prompt_ids=list(ids), completion_ids=toks[:end],
+                logprobs=logps[r, :end].tolist(), truncated=truncated,
+                finish_reason="length" if truncated else "stop",
+            )

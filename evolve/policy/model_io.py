@@ -1,0 +1,89 @@
+"""Resolving a spec's model to weights on disk and loading it (full or LoRA) with its tokenizer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evolve.errors import ConfigError, EvolveError
+from evolve.policy.spec import PolicySpec
+
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def resolve_model_path(spec: PolicySpec) -> str:
+    """'tiny-coder' -> the bootstrapped folder; a local folder -> itself; else the hub id unchanged."""
+    if spec.model == "tiny-coder":
+        try:
+            from evolve.policy.tiny import BootstrapConfig, ensure_tiny_model
+        except ImportError as e:
+            raise EvolveError(f"the tiny-coder model builder is not available: {e}") from None
+        boot = dict(spec.bootstrap)
+        preset = boot.pop("preset", None)
+        cfg = BootstrapConfig.preset(preset) if preset and not boot else BootstrapConfig.from_dict(spec.bootstrap)
+        return str(ensure_tiny_model(cfg, runs_dir=None, progress=True))
+    path = Path(spec.model).expanduser()
+    if path.exists():
+        if not (path / "config.json").exists():
+            raise ConfigError(f"model folder {path} has no config.json (not an HF model)")
+        return str(path)
+    if spec.model.startswith((".", "/", "~")):
+        raise ConfigError(f"model folder {spec.model} does not exist")
+    return spec.model
+
+
+def torch_dtype(name: str):
+    import torch
+
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+def load_tokenizer(path: str):
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(path)
+    except OSError as e:
+        raise EvolveError(f"cannot load tokenizer {path} (offline, or not a model): {_first_line(e)}") from None
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_model(spec: PolicySpec, base_path: str, adapter_dir: str | None = None, full_dir: str | None = None):
+    """The trainable model: base weights (or a full checkpoint), then the LoRA adapter if any."""
+    from transformers import AutoModelForCausalLM
+
+    source = full_dir or base_path
+    try:
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype(spec.dtype))
+    except OSError as e:
+        raise EvolveError(f"cannot load model {source} (offline, or not a model): {_first_line(e)}") from None
+    if spec.finetune == "lora":
+        from peft import LoraConfig, PeftModel, get_peft_model
+
+        if adapter_dir:
+            model = PeftModel.from_pretrained(model, adapter_dir, is_trainable=True)
+        else:
+            cfg = LoraConfig(
+                r=spec.lora.r, lora_alpha=spec.lora.alpha, lora_dropout=spec.lora.dropout,
+                target_modules=list(spec.lora.target_modules), task_type="CAUSAL_LM",
+            )
+            model = get_peft_model(model, cfg)
+    return model
+
+
+def load_reference(spec: PolicySpec, base_path: str):
+    """Frozen reference for the KL term with full fine-tuning: the base weights (not a checkpoint)."""
+    from transformers import AutoModelForCausalLM
+
+    ref = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch_dtype(spec.dtype))
+    ref.eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return ref
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__

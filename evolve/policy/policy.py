@@ -1,0 +1,161 @@
+"""The Policy: generation through a backend, GRPO-family updates, checkpoints, a stable weights hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from evolve.errors import ConfigError, EvolveError
+from evolve.policy.sample import Sample
+from evolve.policy.spec import PolicySpec
+from evolve.policy.stats import UpdateStats
+from evolve.rollout import Rollout
+from evolve.util.atomic import atomic_write_bytes, atomic_write_text
+from evolve.util.repro import capture_rng_state, restore_rng_state
+
+TRAINER_STATE = "trainer_state.pt"
+RNG_STATE = "rng.pkl"
+SAMPLER_STATE = "sampler.json"
+POLICY_META = "policy.json"
+FROZEN_MESSAGE = "weights frozen: the litellm backend cannot be trained; prompt evolution only"
+
+
+class Policy:
+    def __init__(self, spec: PolicySpec, backend, model=None, tokenizer=None, updater=None,
+                 base_path: str | None = None):
+        self.spec = spec
+        self.backend = backend
+        self.model = model
+        self.tokenizer = tokenizer
+        self.updater = updater
+        self.base_path = base_path
+        self.generate_calls = 0  # sampler state: how many generate() calls this policy has served
+
+    @property
+    def can_update(self) -> bool:
+        return self.updater is not None
+
+    def generate(self, prompts: list[list[dict]], n: int | None = None, seed: int = 0) -> list[list[Sample]]:
+        self.generate_calls += 1
+        return self.backend.generate(prompts, n or self.spec.sampling.n, seed)
+
+    def update(self, groups: list[list[Rollout]]) -> UpdateStats:
+        if self.updater is None:
+            raise EvolveError(FROZEN_MESSAGE)
+        stats = self.updater.update(groups)
+        if stats.n_trained_groups:
+            self.backend.sync_weights(self.model)
+        return stats
+
+    # -- identity -------------------------------------------------------------------------------
+    def weights_hash(self) -> str:
+        """sha256 over (name, dtype, shape, raw bytes) of every parameter, in name order."""
+        import torch
+
+        if self.model is None:
+            return hashlib.sha256(f"api:{self.spec.litellm.model}".encode()).hexdigest()
+        h = hashlib.sha256()
+        for name, p in sorted(self.model.named_parameters(), key=lambda kv: kv[0]):
+            t = p.detach().cpu().contiguous().reshape(-1)
+            h.update(f"{name}|{t.dtype}|{tuple(p.shape)}\n".encode())
+            h.update(t.view(torch.uint8).numpy().tobytes())
+        return h.hexdigest()
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    def save(self, directory: str | Path) -> Path:
+        """HF weights (or the PEFT adapter) + tokenizer + optimizer/scheduler + RNG + sampler state.
+
+        Write into a fresh folder; the loop then puts the folder into the artifact store. Every
+        file here is written atomically, and ``policy.json`` last, so a folder holding it is complete.
+        """
+        import torch
+
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        if self.model is None:
+            raise EvolveError(FROZEN_MESSAGE)
+        self.model.save_pretrained(str(d), safe_serialization=True)
+        self.tokenizer.save_pretrained(str(d))
+        if self.updater is not None:
+            import io
+
+            buf = io.BytesIO()
+            torch.save(self.updater.state_dict(), buf)
+            atomic_write_bytes(d / TRAINER_STATE, buf.getvalue())
+        atomic_write_bytes(d / RNG_STATE, capture_rng_state())
+        atomic_write_text(d / SAMPLER_STATE, json.dumps({"generate_calls": self.generate_calls}))
+        meta = {"spec": self.spec.model_dump(mode="json"), "finetune": self.spec.finetune,
+                "base_model": self.spec.model, "weights_hash": self.weights_hash(),
+                "step": self.updater.step if self.updater else 0}
+        atomic_write_text(d / POLICY_META, json.dumps(meta, indent=1, sort_keys=True))
+        return d
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+def load_policy(spec: PolicySpec, checkpoint_dir: str | Path | None = None) -> Policy:
+    """Build the policy a spec describes; with ``checkpoint_dir``, restore weights and all training state."""
+    if spec.backend == "litellm":
+        if checkpoint_dir is not None:
+            raise ConfigError("the litellm backend has no weights checkpoint to load")
+        from evolve.policy.backends.litellm_backend import LitellmBackend
+
+        return Policy(spec, LitellmBackend(spec.litellm, spec.sampling))
+    import torch
+
+    from evolve.policy.model_io import load_model, load_reference, load_tokenizer, resolve_model_path
+    from evolve.policy.updater import Updater
+
+    torch.set_num_threads(spec.threads)
+    if spec.backend in ("vllm", "vllm-server"):
+        _require_vllm()
+    base = resolve_model_path(spec)
+    ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else None
+    if ckpt is not None and not (ckpt / POLICY_META).exists():
+        raise EvolveError(f"{ckpt} is not a complete policy checkpoint (no {POLICY_META})")
+    tokenizer = load_tokenizer(str(ckpt) if ckpt else base)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.seed)  # LoRA adapter init is random: make it a function of the spec
+        if ckpt is None:
+            model = load_model(spec, base)
+        elif spec.finetune == "lora":
+            model = load_model(spec, base, adapter_dir=str(ckpt))
+        else:
+            model = load_model(spec, base, full_dir=str(ckpt))
+    reference = load_reference(spec, base) if spec.grpo.beta and spec.finetune == "full" else None
+    updater = Updater(model, spec, tokenizer.pad_token_id, reference)
+    if ckpt is not None:
+        if (ckpt / TRAINER_STATE).exists():
+            updater.load_state_dict(torch.load(ckpt / TRAINER_STATE, weights_only=False))
+        restore_rng_state((ckpt / RNG_STATE).read_bytes())
+    backend = _make_backend(spec, model, tokenizer, base)
+    policy = Policy(spec, backend, model, tokenizer, updater, base)
+    if ckpt is not None and (ckpt / SAMPLER_STATE).exists():
+        policy.generate_calls = int(json.loads((ckpt / SAMPLER_STATE).read_text())["generate_calls"])
+    return policy
+
+
+def _make_backend(spec: PolicySpec, model, tokenizer, base: str):
+    if spec.backend == "hf":
+        from evolve.policy.backends.hf import HFBackend
+
+        return HFBackend(model, tokenizer, spec.sampling)
+    if spec.backend == "vllm":
+        from evolve.policy.backends.vllm_backend import VllmBackend
+
+        return VllmBackend(base, tokenizer, spec, model)
+    from evolve.policy.backends.vllm_server import VllmServerBackend
+
+    return VllmServerBackend(tokenizer, spec, model)
+
+
+VLLM_MISSING = "vllm backend needs the gpu extra: pip install -c constraints/gpu.txt -e '.[gpu]'"
+
+
+def _require_vllm() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        raise EvolveError(VLLM_MISSING)

@@ -1,0 +1,158 @@
+"""Policy specs: one validated TOML file says which model, how to sample and how to train it.
+
+``PolicySpec.from_toml(path)`` turns any malformed file into one ``ConfigError`` line that names
+the file and the first pydantic error, so the CLI prints it without a traceback.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from evolve.errors import ConfigError
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class LoraSpec(BaseModel):
+    """LoRA adapter settings (peft), used when ``finetune = "lora"``."""
+
+    model_config = _FROZEN
+    r: int = Field(8, ge=1, description="Rank of the low-rank update.")
+    alpha: float = Field(16.0, gt=0, description="Scaling numerator: the update is scaled by alpha / r.")
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the adapter input (0 keeps runs deterministic).")
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"],
+        description="Module names that get adapters (peft `target_modules`).",
+    )
+
+
+class VllmSpec(BaseModel):
+    """Options for the `vllm` (in-process) and `vllm-server` (trl vllm-serve) backends."""
+
+    model_config = _FROZEN
+    gpu_memory_utilization: float = Field(0.5, gt=0, le=1, description="Share of GPU memory vLLM may take.")
+    host: str = Field("127.0.0.1", description="vllm-server: host of the `trl vllm-serve` server.")
+    port: int = Field(8000, ge=1, le=65535, description="vllm-server: HTTP port of the server.")
+    group_port: int = Field(51216, ge=1, le=65535, description="vllm-server: NCCL group port for weight sync.")
+    connection_timeout: float = Field(240.0, gt=0, description="vllm-server: seconds to wait for the server.")
+
+
+class LitellmSpec(BaseModel):
+    """Options for the `litellm` backend: a model behind an API or an OpenAI-compatible server."""
+
+    model_config = _FROZEN
+    model: str = Field("", description="litellm model string, e.g. 'openai/gpt-4o-mini' or 'openai/local'.")
+    api_base: str | None = Field(None, description="Base URL of an OpenAI-compatible server (…/v1).")
+    api_key_env: str | None = Field(None, description="Name of the env var holding the API key (never the key).")
+    timeout: float = Field(120.0, gt=0, description="Seconds per request.")
+    num_retries: int = Field(2, ge=0, description="Retries per request on transient errors.")
+
+
+class SamplingSpec(BaseModel):
+    """How completions are sampled."""
+
+    model_config = _FROZEN
+    temperature: float = Field(1.0, gt=0, description="Softmax temperature; logprobs are those of this distribution.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass (1.0 = off).")
+    max_new_tokens: int = Field(128, ge=1, description="Completion length cap; hitting it marks a sample truncated.")
+    n: int = Field(8, ge=1, description="G: samples per task (the GRPO group size).")
+    chunk_size: int = Field(64, ge=1, description="Max sequences per `generate` call (memory bound).")
+
+
+class OptimizerSpec(BaseModel):
+    """AdamW and its learning-rate schedule."""
+
+    model_config = _FROZEN
+    lr: float = Field(1e-4, gt=0, description="Peak learning rate (field notes: 3e-4 collapsed the tiny model).")
+    betas: tuple[float, float] = Field((0.9, 0.99), description="AdamW betas.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW decoupled weight decay.")
+    eps: float = Field(1e-8, gt=0, description="AdamW epsilon.")
+    grad_clip: float = Field(1.0, ge=0, description="Max global grad norm (0 = no clipping).")
+    warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps from 0 to lr.")
+    scheduler: Literal["constant", "linear", "cosine"] = Field("constant", description="Decay after warm-up.")
+    total_steps: int = Field(1000, ge=1, description="Horizon of linear/cosine decay.")
+
+
+class GrpoSpec(BaseModel):
+    """The GRPO-family update."""
+
+    model_config = _FROZEN
+    advantage: Literal["grpo", "dr_grpo", "ngrpo"] = Field("grpo", description="Advantage estimator.")
+    loss_type: Literal["grpo", "bnpo", "dapo", "dr_grpo"] = Field(
+        "grpo", description="Token aggregation, as TRL: per-sequence mean | token mean | sum/(L*B)."
+    )
+    epsilon_low: float = Field(0.2, ge=0, lt=1, description="Lower clip: ratio >= 1 - epsilon_low.")
+    epsilon_high: float = Field(0.2, ge=0, description="Upper clip: ratio <= 1 + epsilon_high.")
+    beta: float = Field(0.0, ge=0, description="KL coefficient to the reference model (k3 estimator); 0 = none.")
+    num_iterations: int = Field(1, ge=1, description="mu: inner epochs over the same rollouts.")
+    micro_batch_size: int = Field(16, ge=1, description="Sequences per forward/backward (gradient accumulation).")
+    scale_rewards: Literal["group", "none"] = Field(
+        "group", description="grpo estimator: divide by the group std ('group') or not ('none')."
+    )
+    eps: float = Field(1e-6, gt=0, description="Added to the std in the denominator (verl: 1e-6).")
+    ngrpo_m: int = Field(1, ge=1, description="NGRPO: number of virtual max-reward samples.")
+    ngrpo_r_max: float = Field(1.0, description="NGRPO: reward of the virtual samples.")
+    skip_zero_variance: bool = Field(True, description="Skip the forward of groups whose advantages are all 0.")
+
+
+class PolicySpec(BaseModel):
+    """A policy: model, fine-tuning mode, generation backend, sampling, optimizer and GRPO settings."""
+
+    model_config = _FROZEN
+    name: str = Field("", description="Human-readable name (defaults to the file stem).")
+    model: str = Field("tiny-coder", description="Hub id, local folder, or 'tiny-coder' (the embedded model).")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype (CPU: float32).")
+    finetune: Literal["full", "lora"] = Field("full", description="Full fine-tuning or a LoRA adapter (peft).")
+    lora: LoraSpec = Field(default_factory=LoraSpec, description="LoRA settings (finetune = 'lora').")
+    backend: Literal["hf", "vllm", "vllm-server", "litellm"] = Field("hf", description="Generation backend.")
+    vllm: VllmSpec = Field(default_factory=VllmSpec, description="vllm / vllm-server options.")
+    litellm: LitellmSpec = Field(default_factory=LitellmSpec, description="litellm options.")
+    sampling: SamplingSpec = Field(default_factory=SamplingSpec, description="Sampling settings.")
+    optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec, description="Optimizer settings.")
+    grpo: GrpoSpec = Field(default_factory=GrpoSpec, description="GRPO-family update settings.")
+    bootstrap: dict[str, Any] = Field(
+        default_factory=lambda: {"preset": "default"},
+        description="For model = 'tiny-coder': settings passed to the tiny-model builder.",
+    )
+    threads: int = Field(1, ge=1, description="torch CPU threads (1 avoids OpenMP spin-wait outliers).")
+    seed: int = Field(0, description="Seed for weight init of adapters and the update's RNG.")
+
+    @model_validator(mode="after")
+    def _check(self) -> PolicySpec:
+        if self.backend == "litellm" and not self.litellm.model:
+            raise ValueError("backend 'litellm' needs litellm.model (e.g. 'openai/gpt-4o-mini')")
+        return self
+
+    @property
+    def can_update(self) -> bool:
+        """False when the weights live behind an API (litellm): only prompt evolution applies."""
+        return self.backend != "litellm"
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> PolicySpec:
+        path = Path(path)
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: policy spec not found") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path}: cannot read policy spec: {e}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{path}: invalid TOML: {e}") from None
+        data.setdefault("name", path.stem)
+        return cls.from_dict(data, source=str(path))
+
+    @classmethod
+    def from_dict(cls, data: dict, source: str = "policy spec") -> PolicySpec:
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"
+            msg = err.get("msg", "invalid").replace("Value error, ", "")
+            more = f" (+{len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
+            raise ConfigError(f"{source}: {loc}: {msg}{more}") from None

@@ -1,0 +1,218 @@
+"""GRPO-family weight update on rollouts the loop already owns.
+
+Departures from the papers / TRL, on purpose:
+- Groups whose advantages are all zero (zero variance under grpo/dr_grpo; all-correct under ngrpo)
+  are dropped before the forward pass (`skip_zero_variance`): they add nothing to the gradient,
+  but TRL still counts them in its loss denominators, so our per-step loss scale is that of the
+  informative groups only (as verl's dynamic sampling filter / DAPO do).
+- Old-policy log-probs: with num_iterations == 1 the ratio is exactly 1 at the only step, so we
+  use the current log-probs detached (as TRL does when generation and optimisation are aligned).
+  With num_iterations > 1 we recompute them once, before the first inner step, with a no-grad
+  forward in the training precision and layout (as TRL does), instead of trusting the sampler's
+  log-probs, which differ by KV-cache/padding numerics (and by engine, with vLLM). The gap between
+  the two is reported as `logprob_gap`.
+- Positions: we pass position_ids from the attention mask, so left-padded prompts get the same
+  rotary positions as during generation (TRL 1.16 leaves them implicit).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from evolve.errors import EvolveError
+from evolve.policy.advantages import get_estimator
+from evolve.policy.loss import grpo_loss, token_logprobs
+from evolve.policy.spec import OptimizerSpec, PolicySpec
+from evolve.policy.stats import UpdateStats
+from evolve.rollout import Rollout
+
+
+def make_optimizer(params, opt: OptimizerSpec):
+    optimizer = torch.optim.AdamW(params, lr=opt.lr, betas=tuple(opt.betas), eps=opt.eps,
+                                  weight_decay=opt.weight_decay)
+
+    def factor(step: int) -> float:
+        if opt.warmup_steps and step < opt.warmup_steps:
+            return (step + 1) / opt.warmup_steps
+        if opt.scheduler == "constant":
+            return 1.0
+        progress = min(1.0, (step - opt.warmup_steps) / max(1, opt.total_steps - opt.warmup_steps))
+        if opt.scheduler == "linear":
+            return 1.0 - progress
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+@dataclass
+class _Row:
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    behaviour: list[float]
+    advantage: float
+
+
+def collate(rows: list[_Row], pad_id: int):
+    """Prompt left-padded, completion right-padded (TRL's layout), plus masks and position ids."""
+    pw = max(len(r.prompt_ids) for r in rows)
+    cw = max(len(r.completion_ids) for r in rows)
+    n = len(rows)
+    prompt = torch.full((n, pw), pad_id, dtype=torch.long)
+    pmask = torch.zeros((n, pw), dtype=torch.long)
+    comp = torch.full((n, cw), pad_id, dtype=torch.long)
+    cmask = torch.zeros((n, cw), dtype=torch.long)
+    for i, r in enumerate(rows):
+        prompt[i, pw - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
+        pmask[i, pw - len(r.prompt_ids):] = 1
+        comp[i, :len(r.completion_ids)] = torch.tensor(r.completion_ids)
+        cmask[i, :len(r.completion_ids)] = 1
+    return prompt, pmask, comp, cmask
+
+
+def completion_logprobs(model, prompt, pmask, comp, cmask, temperature: float) -> torch.Tensor:
+    """log pi(completion token | prefix) at temperature T, shape (B, C)."""
+    ids = torch.cat([prompt, comp], dim=1)
+    attn = torch.cat([pmask, cmask], dim=1)
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    c = comp.size(1)
+    logits = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=c + 1).logits
+    return token_logprobs(logits[:, :-1, :], comp, temperature)
+
+
+class Updater:
+    def __init__(self, model, spec: PolicySpec, pad_id: int, reference=None):
+        self.model = model
+        self.spec = spec
+        self.pad_id = pad_id
+        self.reference = reference  # frozen base for full FT; None with LoRA (adapter disabled instead)
+        g = spec.grpo
+        params = {"grpo": {"eps": g.eps, "scale": g.scale_rewards == "group"}, "dr_grpo": {},
+                  "ngrpo": {"r_max": g.ngrpo_r_max, "m": g.ngrpo_m, "eps": g.eps}}[g.advantage]
+        self.estimator = get_estimator(g.advantage, **params)
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer, self.scheduler = make_optimizer(trainable, spec.optimizer)
+        self.step = 0  # optimizer steps taken
+
+    # -- advantages -----------------------------------------------------------------------------
+    def assign_advantages(self, groups: list[list[Rollout]]) -> tuple[list[_Row], dict]:
+        rows, zero_var, all_fail, trained, adv_abs = [], 0, 0, 0, []
+        for group in groups:
+            rewards = np.array([r.reward for r in group], dtype=np.float64)
+            adv = self.estimator(rewards)
+            for r, a in zip(group, adv, strict=True):
+                r.advantage = float(a)
+            zero_var += bool(np.all(rewards == rewards[0]))
+            all_fail += bool(np.all(rewards <= 0))
+            adv_abs.extend(abs(float(a)) for a in adv)
+            if self.spec.grpo.skip_zero_variance and np.all(np.abs(adv) < 1e-12):
+                continue
+            trained += 1
+            for r in group:
+                if not r.completion_ids:
+                    raise EvolveError(f"rollout {r.task_id}#{r.sample_index} has no token ids; "
+                                      "this backend's samples cannot train weights")
+                rows.append(_Row(list(r.prompt_ids), list(r.completion_ids), list(r.logprobs), float(r.advantage)))
+        n = max(1, len(groups))
+        info = {"zero_variance_fraction": zero_var / n, "all_fail_fraction": all_fail / n,
+                "n_trained_groups": trained, "mean_advantage_abs": float(np.mean(adv_abs)) if adv_abs else 0.0}
+        return rows, info
+
+    # -- the update -----------------------------------------------------------------------------
+    def update(self, groups: list[list[Rollout]]) -> UpdateStats:
+        t0 = time.perf_counter()
+        rows, info = self.assign_advantages(groups)
+        stats = UpdateStats(n_groups=len(groups), lr=self.scheduler.get_last_lr()[0], **info)
+        if not rows:
+            stats.seconds = time.perf_counter() - t0
+            return stats
+        g = self.spec.grpo
+        mb = g.micro_batch_size
+        batches = [rows[i:i + mb] for i in range(0, len(rows), mb)]
+        tensors = [collate(b, self.pad_id) for b in batches]
+        stats.n_tokens = int(sum(t[3].sum() for t in tensors))
+        self.model.train()
+        old = self._old_logprobs(tensors) if g.num_iterations > 1 else None
+        ref = self._ref_logprobs(tensors) if g.beta != 0.0 else None
+        losses, kls, clips, norms, gaps = [], [], [], [], []
+        for _ in range(g.num_iterations):
+            self.optimizer.zero_grad(set_to_none=True)
+            for k, (batch, t) in enumerate(zip(batches, tensors, strict=True)):
+                out, gap = self._micro_step(batch, t, old[k] if old else None, ref[k] if ref else None,
+                                            len(batches), stats.n_tokens)
+                losses.append(out.loss.item() * (len(batches) if g.loss_type != "dapo" else 1))
+                kls.append(out.kl)
+                clips.append(out.clip_fraction)
+                if gap is not None:
+                    gaps.append(gap)
+            norms.append(self._optimizer_step())
+        stats.loss = float(np.mean(losses))
+        stats.kl = float(np.mean(kls))
+        stats.clip_fraction = float(np.mean(clips))
+        stats.grad_norm = float(np.mean(norms))
+        stats.logprob_gap = float(np.mean(gaps)) if gaps else 0.0
+        stats.optimizer_steps = g.num_iterations
+        stats.seconds = time.perf_counter() - t0
+        return stats
+
+    def _micro_step(self, batch, t, old, ref, n_micro: int, n_tokens: int):
+        g = self.spec.grpo
+        prompt, pmask, comp, cmask = t
+        logp = completion_logprobs(self.model, prompt, pmask, comp, cmask, self.spec.sampling.temperature)
+        adv = torch.tensor([r.advantage for r in batch], dtype=torch.float32)
+        gap = None
+        if all(len(r.behaviour) == len(r.completion_ids) for r in batch):
+            beh = torch.zeros_like(logp)
+            for i, r in enumerate(batch):
+                beh[i, :len(r.behaviour)] = torch.tensor(r.behaviour)
+            m = cmask.bool()
+            gap = float((logp.detach() - beh).abs()[m].mean())
+        out = grpo_loss(
+            logp, logp.detach() if old is None else old, adv, cmask, loss_type=g.loss_type,
+            eps_low=g.epsilon_low, eps_high=g.epsilon_high, beta=g.beta, ref_logp=ref,
+            max_completion_length=self.spec.sampling.max_new_tokens, num_items=n_tokens,
+        )
+        # Gradient accumulation: average micro-batches (TRL divides by the accumulation steps),
+        # except dapo, whose denominator already spans the whole batch.
+        scale = 1.0 if g.loss_type == "dapo" else 1.0 / n_micro
+        (out.loss * scale).backward()
+        out.loss = out.loss.detach() * scale
+        return out, gap
+
+    @torch.no_grad()
+    def _old_logprobs(self, tensors):
+        t = self.spec.sampling.temperature
+        return [completion_logprobs(self.model, *x, t) for x in tensors]
+
+    @torch.no_grad()
+    def _ref_logprobs(self, tensors):
+        t = self.spec.sampling.temperature
+        if self.reference is not None:
+            return [completion_logprobs(self.reference, *x, t) for x in tensors]
+        ctx = self.model.disable_adapter() if hasattr(self.model, "disable_adapter") else nullcontext()
+        with ctx:  # LoRA: the reference is the base model, i.e. the adapter switched off
+            return [completion_logprobs(self.model, *x, t) for x in tensors]
+
+    def _optimizer_step(self) -> float:
+        params = [p for p in self.model.parameters() if p.requires_grad and p.grad is not None]
+        clip = self.spec.optimizer.grad_clip
+        norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step += 1
+        return float(norm)
+
+    # -- state ----------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "step": self.step}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.step = int(state["step"])
