@@ -1,1 +1,32 @@
-"""Prompt evolution: candidates, reflection, Pareto selection."""
+"""Prompt evolution: candidates, reflection (offline / any LM / replay), Pareto selection (gepa).
+
+Stepwise API for the loop::
+
+    reflector = make_reflector(config, recorder)
+    ev = PromptEvolver(config, reflector, seed_candidate)
+    parent = ev.select_parent(rng)
+    for p in ev.propose(parent, rollouts, rng): ...   # evaluate, ev.accept(...), ev.observe_val(...)
+    ev.current()
+"""
+
+from evolve.prompt.candidate import Candidate, render_messages
+from evolve.prompt.config import PromptEvolutionConfig
+from evolve.prompt.evolver import PromptEvolver, Proposal
+from evolve.prompt.recorder import LMRecorder, MemoryRecorder, NullRecorder, ReplayRecorder, StoreRecorder
+from evolve.prompt.reflect import Draft, Reflector, make_reflector
+from evolve.prompt.reflective_dataset import ReflectiveDataset, build_reflective_dataset
+from evolve.prompt.seed import load_seed_prompt
+
+
+def optimize_prompt(*args, **kwargs):
+    """Standalone GEPA run (``gepa.optimize``) over our policy and verifier; see :mod:`evolve.prompt.adapter`."""
+    from evolve.prompt.adapter import optimize_prompt as _impl
+
+    return _impl(*args, **kwargs)
+
+
+__all__ = [
+    "Candidate", "Draft", "LMRecorder", "MemoryRecorder", "NullRecorder", "PromptEvolutionConfig",
+    "PromptEvolver", "Proposal", "Reflector", "ReflectiveDataset", "ReplayRecorder", "StoreRecorder",
+    "build_reflective_dataset", "load_seed_prompt", "make_reflector", "optimize_prompt", "render_messages",
+]
