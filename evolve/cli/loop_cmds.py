@@ -1,0 +1,196 @@
+"""`evolve run`, `evolve resume`, `evolve replay`, `evolve report`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from evolve.errors import EvolveError
+
+DB_HELP = "SQLAlchemy URL or SQLite path (default: $EVOLVE_DB or runs/lineage.db)."
+
+
+class StatusPrinter:
+    """Progress bar across generations and one status line per generation."""
+
+    def __init__(self, total: int) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.console = Console(stderr=True)
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=self.console, transient=True)
+        self.task = self.progress.add_task("generations", total=total)
+        self.previous: float | None = None
+
+    def __enter__(self):
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()
+
+    def say(self, text: str) -> None:
+        self.console.print(text)
+
+    def __call__(self, index: int, phase: str, out) -> None:
+        if phase != "done":
+            self.progress.update(self.task, description=f"gen {index}: {phase}")
+            return
+        self.progress.advance(self.task)
+        self.console.print(status_line(index, out.metrics, out.prompt, self.previous))
+        self.previous = out.metrics["heldout"]["pass@1"]
+
+
+def status_line(index: int, m: dict, prompt, previous: float | None) -> str:
+    held = m["heldout"]["pass@1"]
+    delta = f" ({held - previous:+.3f})" if previous is not None else ""
+    update = m.get("update") or {}
+    parts = [
+        f"gen {index:>3}",
+        f"train reward {m.get('train_reward', 0):.3f}",
+        f"zero-var {m.get('zero_variance_fraction', 0):.2f}",
+        f"held-out pass@1 {held:.3f}{delta}",
+        f"prompt {'changed' if m.get('prompt_changed') else 'kept'} (accepted {m.get('accepted', 0)}/"
+        f"{m.get('proposals', 0)})",
+    ]
+    if update:
+        parts.append(f"loss {update.get('loss', 0):+.4f}")
+    parts.append(f"{m.get('timings', {}).get('total', 0):.1f}s")
+    return " | ".join(parts)
+
+
+def _open_store(db: str | None):
+    from evolve.lineage import LineageStore
+
+    return LineageStore.open(db, create=True, auto_upgrade=True)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def run(
+        config: Path = typer.Option(None, "--config", help="Loop config TOML ([loop] table)."),
+        db: str = typer.Option(None, "--db", help=DB_HELP),
+        name: str = typer.Option(None, "--name", help="Run name (default: suite-mode-timestamp)."),
+        generations: int = typer.Option(None, "--generations", help="Generations after generation 0."),
+        mode: str = typer.Option(None, "--mode", help="coupled | weights | prompt"),
+        reward: str = typer.Option(None, "--reward", help="verifier | random (the control)"),
+        reflection_lm: str = typer.Option(None, "--reflection-lm", help="offline, or a litellm model string"),
+        reflection_api_base: str = typer.Option(None, "--reflection-api-base", help="OpenAI-compatible URL"),
+        seed: int = typer.Option(None, "--seed"),
+        policy: str = typer.Option(None, "--policy", help="Policy spec TOML (default policies/tiny-coder.toml)."),
+    ) -> None:
+        """Run autonomous evolution cycles (the embedded default with no arguments)."""
+        from evolve.loop.config import LoopConfig
+        from evolve.loop.recording import BufferRecorder
+        from evolve.loop.runner import (
+            build_session,
+            initial_generation,
+            load_seed_prompt,
+            new_run_name,
+            run_generations,
+        )
+        from evolve.policy import PolicySpec
+
+        cfg = LoopConfig.from_toml(config) if config else LoopConfig()
+        cfg = cfg.with_overrides(generations=generations, mode=mode, reward=reward, seed=seed, policy=policy,
+                                 reflection_lm=reflection_lm, reflection_api_base=reflection_api_base)
+        spec = PolicySpec.from_toml(cfg.policy)
+        components = load_seed_prompt(cfg.seed_prompt)
+        store = _open_store(db)
+        run_name = name or new_run_name(cfg)
+        if store.has_run(run_name):
+            raise EvolveError(f"run {run_name!r} already exists; continue it with `evolve resume {run_name}`")
+        with StatusPrinter(cfg.generations) as printer:
+            spec_dict = spec.model_dump(mode="json")
+            session = build_session(store, run_name, cfg, spec_dict, components, None, None, BufferRecorder(),
+                                    printer.say)
+            try:
+                store.create_run(run_name, {"loop": cfg.to_dict(), "policy_spec": spec_dict,
+                                            "seed_prompt": components})
+                printer.say(f"run [bold]{run_name}[/bold]: mode {cfg.mode}, reward {cfg.reward}, "
+                            f"{cfg.generations} generations, db {store.url}")
+                gid, wv, metrics, state = initial_generation(session)
+                printer.say(status_line(0, metrics, None, None).split(" | train")[0]
+                            + f" | held-out pass@1 {metrics['heldout']['pass@1']:.3f} (initial)")
+                printer.previous = metrics["heldout"]["pass@1"]
+                run_generations(session, gid, wv, metrics, state, cfg.generations, on_generation=printer)
+            finally:
+                session.close()
+        typer.echo(f"done: inspect with `evolve lineage {run_name}`, plots with `evolve report {run_name} --out DIR`")
+
+    @app.command()
+    def resume(
+        run_name: str = typer.Argument(..., metavar="RUN"),
+        from_gen: str = typer.Option(None, "--from", help="Fork a new branch from this generation (RUN:INDEX or id)."),
+        generations: int = typer.Option(None, "--generations", help="Generations to add (default: the run's)."),
+        db: str = typer.Option(None, "--db", help=DB_HELP),
+    ) -> None:
+        """Continue a run from its newest committed generation, or fork from any generation."""
+        from evolve.loop.runner import run_generations, session_from_generation
+
+        store = _open_store(db)
+        run_row = store.get_run(run_name)
+        dropped = store.discard_pending(run_name)
+        if dropped:
+            typer.echo(f"discarded {dropped} half-written generation(s)", err=True)
+        if from_gen:
+            ref = from_gen if ":" in from_gen or not from_gen.isdigit() else f"{run_name}:{from_gen}"
+            parent = store.resolve_generation(ref)
+            if parent.run_id != run_row.id:
+                raise EvolveError(f"generation {from_gen} does not belong to run {run_name}")
+        else:
+            parent = store.latest_committed(run_name)
+            if parent is None:
+                raise EvolveError(f"run {run_name} has no committed generation to resume from")
+        count = generations if generations is not None else run_row.config["loop"]["generations"]
+        with StatusPrinter(count) as printer:
+            session, state, tmp = session_from_generation(store, run_row, parent, printer.say)
+            try:
+                printer.say(f"{'fork' if from_gen else 'resume'} {run_name} from generation {parent.index}")
+                printer.previous = (parent.metrics or {}).get("heldout", {}).get("pass@1")
+                run_generations(session, parent.id, parent.weights_version, parent.metrics or {}, state, count,
+                                on_generation=printer)
+            finally:
+                session.close()
+                tmp.cleanup()
+
+    @app.command()
+    def replay(
+        gen: str = typer.Argument(..., metavar="GEN", help="RUN:INDEX or generation id"),
+        db: str = typer.Option(None, "--db", help=DB_HELP),
+        as_json: bool = typer.Option(False, "--json"),
+    ) -> None:
+        """Re-run a generation from its parent's state with recorded seeds and LM calls; compare hashes."""
+        from evolve.lineage import LineageStore
+        from evolve.loop.replay import replay_generation
+
+        store = LineageStore.open(db, create=False)
+        report = replay_generation(store, gen, say=lambda s: typer.echo(s, err=True))
+        if as_json:
+            typer.echo(json.dumps(report.to_dict(), indent=2))
+        else:
+            for what, rec, rep, eq in (("prompt", report.recorded_prompt, report.replayed_prompt, report.prompt_equal),
+                                       ("weights", report.recorded_weights, report.replayed_weights,
+                                        report.weights_equal)):
+                typer.echo(f"{what:8} recorded {str(rec)[:16]}  replayed {str(rep)[:16]}  "
+                           f"{'EQUAL' if eq else 'DIFFERENT'}")
+            typer.echo(f"replay of {report.generation}: {'identical' if report.ok else 'MISMATCH'}")
+        raise typer.Exit(0 if report.ok else 1)
+
+    @app.command()
+    def report(
+        run_name: str = typer.Argument(..., metavar="RUN"),
+        out: Path = typer.Option(..., "--out", help="Folder for the PNG plots and summary.md"),
+        db: str = typer.Option(None, "--db", help=DB_HELP),
+    ) -> None:
+        """Write plots and a Markdown summary of a run."""
+        from evolve.lineage import LineageStore
+        from evolve.loop.report import write_report
+
+        store = LineageStore.open(db, create=False)
+        files = write_report(store, run_name, out)
+        for f in files:
+            typer.echo(str(f))

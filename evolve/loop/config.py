@@ -1,0 +1,152 @@
+"""The loop's one frozen config, read from TOML (`evolve run --config FILE`).
+
+Every field is documented here; the whole config is serialised into the run row
+of the lineage, so a run can be resumed, forked and replayed with what it used.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from evolve.errors import ConfigError
+
+MODES = ("coupled", "weights", "prompt")
+REWARDS = ("verifier", "random")
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    mode: str = "coupled"
+    """Which levers learn: both ("coupled"), weights only (prompt frozen), prompt only (weights frozen)."""
+    reward: str = "verifier"
+    """"verifier" = verified rewards; "random" = Bernoulli(0.5) rewards for every learning signal
+    (the random-reward control). Held-out evaluation always uses the verifier."""
+    generations: int = 6
+    """Generations to run after generation 0 (the initial state)."""
+    seed: int = 0
+    """Run seed; each generation's seeds derive from it and the generation index."""
+    policy: str = "policies/tiny-coder.toml"
+    """Policy spec (model, backend, sampling, optimizer, GRPO parameters)."""
+    suite: str = "tiny-coder"
+    """Task suite: "tiny-coder" (the gym) or "humaneval"."""
+    pipeline: str | None = None
+    """Verifier pipeline TOML; None = the built-in default."""
+    seed_prompt: str = "prompts/seed.toml"
+    """Seed prompt candidate (TOML with a [components] table)."""
+    tasks_per_generation: int = 8
+    """Train tasks rolled out per generation."""
+    samples_per_task: int = 8
+    """G: samples per task (one GRPO group)."""
+    heldout_tasks: int = 48
+    """Held-out tasks evaluated after every generation (a fixed subset)."""
+    heldout_samples: int = 8
+    """Samples per held-out task (pass@k needs k <= this)."""
+    heldout_ks: tuple[int, ...] = (1, 4, 8)
+    """k values of the pass@k reported on held-out tasks."""
+    reflection_lm: str = "offline"
+    """"offline" (the lesson-library reflector, no LM) or a litellm model string."""
+    reflection_api_base: str | None = None
+    """OpenAI-compatible server for the reflection LM (e.g. http://127.0.0.1:8000/v1)."""
+    proposals_per_generation: int = 2
+    """Prompt proposals made by reflection each generation."""
+    minibatch_tasks: int = 6
+    """Tasks a proposal is first evaluated on (the reflected-on tasks first)."""
+    minibatch_samples: int = 4
+    """Samples per minibatch task (several smooth noisy scores)."""
+    val_tasks: int = 16
+    """Validation tasks (train split, fixed) that a proposal passing the minibatch gate must win on."""
+    val_samples: int = 4
+    """Samples per validation task."""
+    recurring_failure_min_groups: int = 2
+    """A failure class seen in at least this many groups also goes to reflection."""
+    reuse_candidate_rollouts: bool = True
+    """Feed an accepted proposal's minibatch rollouts to the next weight update (they are on-policy there)."""
+    max_rollouts: int | None = None
+    """Stop once this many learning rollouts (train + candidate) were spent; None = no budget."""
+    verifier_jobs: int = 2
+    """Parallel sandbox jobs."""
+    attribution: bool = True
+    """When the prompt changes, also evaluate held-out with the old prompt on the new weights,
+    to split the gain between the two levers."""
+
+    # ---- construction -------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "config") -> LoopConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"{source}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        values = dict(data)
+        if "heldout_ks" in values:
+            values["heldout_ks"] = tuple(values["heldout_ks"])
+        try:
+            cfg = cls(**values)
+        except TypeError as e:
+            raise ConfigError(f"{source}: {e}") from None
+        cfg.validate(source)
+        return cfg
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> LoopConfig:
+        path = Path(path)
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {path}") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path}: malformed TOML ({e})") from None
+        return cls.from_dict(data.get("loop", data), source=str(path))
+
+    def validate(self, source: str = "config") -> None:
+        def bad(msg: str) -> None:
+            raise ConfigError(f"{source}: {msg}")
+
+        if self.mode not in MODES:
+            bad(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.reward not in REWARDS:
+            bad(f"reward must be one of {', '.join(REWARDS)}, got {self.reward!r}")
+        for name in ("tasks_per_generation", "samples_per_task", "heldout_tasks", "heldout_samples",
+                     "minibatch_tasks", "minibatch_samples", "val_tasks", "val_samples", "verifier_jobs"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                bad(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.generations, int) or self.generations < 0:
+            bad(f"generations must be a non-negative integer, got {self.generations!r}")
+        if any((not isinstance(k, int)) or k < 1 or k > self.heldout_samples for k in self.heldout_ks):
+            bad(f"heldout_ks must be integers in 1..heldout_samples ({self.heldout_samples}), got {self.heldout_ks}")
+        if self.max_rollouts is not None and self.max_rollouts < 1:
+            bad("max_rollouts must be positive")
+
+    def with_overrides(self, **overrides: Any) -> LoopConfig:
+        clean = {k: v for k, v in overrides.items() if v is not None}
+        cfg = replace(self, **clean)
+        cfg.validate("command line")
+        return cfg
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["heldout_ks"] = list(self.heldout_ks)
+        return d
+
+
+@dataclass(frozen=True)
+class GenerationSeeds:
+    """Seeds of one generation, recorded on its row; replay reuses them."""
+
+    sample: int
+    heldout: int
+    reflect: int
+    reward: int
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def derive(cls, run_seed: int, index: int) -> GenerationSeeds:
+        base = (run_seed * 1_000_003 + index * 7919) % (2**31 - 1)
+        # held-out evaluation uses the same seed every generation (common random numbers)
+        return cls(sample=base + 1, heldout=run_seed * 31 + 17, reflect=base + 2, reward=base + 3)
+
+    def to_dict(self) -> dict:
+        return asdict(self)

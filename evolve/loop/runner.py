@@ -1,0 +1,213 @@
+"""Runs, resumes, forks and replays generations, and commits each one atomically.
+
+A generation is committed in this order: state artifacts (each blob durable),
+weights version, LM calls, prompt versions, rollouts, then the status flip in
+one transaction. A kill at any point leaves a *pending* generation that the
+next ``resume`` discards, never a half-visible one.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+import tomllib
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from evolve.errors import ConfigError, EvolveError
+from evolve.loop.config import GenerationSeeds, LoopConfig
+from evolve.loop.controller import LoopContext, Outcome, run_generation
+from evolve.loop.recording import BufferRecorder
+from evolve.loop.rollouts import PENDING_WEIGHTS, heldout_metrics, roll_out, verify
+from evolve.loop.state import LoopState, SamplerState, read_state_folder, store_state
+from evolve.prompt.candidate import Candidate
+from evolve.util.repro import restore_rng_state, seed_everything
+
+
+@dataclass
+class Session:
+    """A process's live objects for one run: store, context and the recorder."""
+
+    store: object
+    run: str
+    ctx: LoopContext
+    spec: object
+    recorder: object
+    say: object  # callable(str) for status lines
+
+    def close(self) -> None:
+        self.ctx.verifier.close()
+
+
+# ---- building ----------------------------------------------------------------------------------
+
+def load_seed_prompt(path: str) -> dict[str, str]:
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"seed prompt not found: {path}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: malformed TOML ({e})") from None
+    components = data.get("components")
+    if not isinstance(components, dict) or not all(isinstance(v, str) for v in components.values()):
+        raise ConfigError(f"{path}: needs a [components] table of strings")
+    return components
+
+
+def load_suite(cfg: LoopConfig):
+    """(train, held-out, validation) task lists of the configured suite."""
+    if cfg.suite == "tiny-coder":
+        from evolve.gym import load_gym
+
+        train, heldout = load_gym("train", seed=0), load_gym("heldout", seed=0)
+    elif cfg.suite == "humaneval":
+        from evolve.verification import load_humaneval
+
+        tasks = load_humaneval()
+        order = np.random.default_rng(0).permutation(len(tasks))
+        heldout = [tasks[i] for i in order[:40]]
+        train = [tasks[i] for i in order[40:]]
+    else:
+        raise ConfigError(f"unknown suite {cfg.suite!r} (known: tiny-coder, humaneval)")
+    pick = np.random.default_rng(cfg.seed + 101)
+    heldout = [heldout[i] for i in sorted(pick.permutation(len(heldout))[:cfg.heldout_tasks])]
+    val = [train[i] for i in sorted(pick.permutation(len(train))[:cfg.val_tasks])]
+    return train, heldout, val
+
+
+def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_components: dict,
+                  checkpoint_dir: Path | None, prompt_state: dict | None, recorder, say) -> Session:
+    from evolve.policy import PolicySpec, load_policy
+    from evolve.prompt import PromptEvolutionConfig, PromptEvolver, make_reflector
+    from evolve.verification import Verifier, load_pipeline
+
+    spec = PolicySpec.model_validate(spec_dict)
+    policy = load_policy(spec, checkpoint_dir=checkpoint_dir)
+    learn_weights = cfg.mode in ("coupled", "weights")
+    if learn_weights and not policy.can_update:
+        say(f"weights frozen: the {spec.backend} backend cannot be trained; prompt evolution only")
+        learn_weights = False
+    pconfig = PromptEvolutionConfig(reflection_lm=cfg.reflection_lm, api_base=cfg.reflection_api_base,
+                                    proposals_per_step=cfg.proposals_per_generation)
+    reflector = make_reflector(pconfig, recorder)
+    if prompt_state is None:
+        evolver = PromptEvolver(pconfig, reflector, Candidate(seed_components))
+    else:
+        evolver = PromptEvolver.from_state_dict(prompt_state, reflector)
+    pipeline = load_pipeline(cfg.pipeline) if cfg.pipeline else None
+    verifier = Verifier(pipeline, jobs=cfg.verifier_jobs)
+    train, heldout, val = load_suite(cfg)
+    by_id = {t.task_id: t for t in train + heldout}
+    ctx = LoopContext(cfg, policy, verifier, evolver, train, heldout, val, by_id,
+                      learn_weights=learn_weights, learn_prompt=cfg.mode in ("coupled", "prompt"))
+    return Session(store, run, ctx, spec, recorder, say)
+
+
+# ---- committing --------------------------------------------------------------------------------
+
+def commit_outcome(session: Session, gid: int, out: Outcome, parent_weights: str | None) -> tuple[str, str]:
+    """Persist one generation; returns (prompt version, weights version)."""
+    store, ctx, t0 = session.store, session.ctx, time.perf_counter()
+    art = store.artifacts(session.run)
+    state_sha, policy_sha = store_state(art, ctx.policy, ctx.evolver.state_dict(), out.loop_state)
+    if parent_weights is None or out.update_stats is not None:
+        stats = {**(out.update_stats or {}), "weights_sha256": ctx.policy.weights_hash()}
+        wv = store.put_weights_version(policy_sha, parent_weights, session.spec.model,
+                                       kind=session.spec.finetune, optimizer_artifact=policy_sha, stats=stats)
+    else:
+        wv = parent_weights
+    ids = session.recorder.flush(store, gid) if hasattr(session.recorder, "flush") else {}
+    for p in out.proposals:
+        prop = p["proposal"]
+        store.put_prompt_version(
+            prop.candidate.components, parents=list(prop.parents), proposed_by=prop.kind,
+            lm_call_ids=[ids.get(i, i) for i in prop.lm_call_ids if ids.get(i, i) and ids.get(i, i) > 0],
+            meta={"generation": out.index, "accepted": p["accepted"], "rationale": getattr(prop, "rationale", ""),
+                  "minibatch": p["minibatch"], "parent_minibatch": p["parent_minibatch"],
+                  "val": p.get("val"), "parent_val": p.get("parent_val")})
+    current = ctx.evolver.current()
+    pv = store.put_prompt_version(current.components, parents=[], proposed_by="seed" if out.index == 0 else "kept",
+                                  lm_call_ids=[], meta={})
+    for r in out.rollouts:
+        if r.weights_version == PENDING_WEIGHTS:
+            r.weights_version = wv
+    store.add_rollouts(gid, out.rollouts)
+    out.timings["commit"] = time.perf_counter() - t0
+    out.metrics["timings"] = dict(out.timings)
+    store.commit_generation(gid, pv, wv, state_sha, out.metrics, out.timings)
+    return pv, wv
+
+
+# ---- running -----------------------------------------------------------------------------------
+
+def initial_generation(session: Session) -> tuple[int, str, dict, LoopState]:
+    """Generation 0: the seed prompt on the base weights, evaluated on held-out tasks."""
+    ctx, cfg = session.ctx, session.ctx.config
+    seeds = GenerationSeeds.derive(cfg.seed, 0)
+    seed_everything(cfg.seed)
+    gid = session.store.begin_generation(session.run, None, seeds.to_dict())
+    prompt = ctx.evolver.current()
+    out = Outcome(index=0, seeds=seeds, prompt=prompt)
+    t0 = time.perf_counter()
+    rolls = roll_out(ctx.policy, prompt, ctx.heldout_tasks, cfg.heldout_samples, seeds.heldout, "heldout",
+                     PENDING_WEIGHTS)
+    verify(ctx.verifier, ctx.tasks_by_id, rolls, None)
+    out.rollouts = rolls
+    out.metrics = {"heldout": heldout_metrics(rolls, cfg.heldout_ks), "rollouts_spent": 0}
+    out.timings = {"heldout": time.perf_counter() - t0}
+    out.loop_state = LoopState(sampler=SamplerState(seed=cfg.seed))
+    out.loop_state.heldout_history.append(out.metrics["heldout"]["pass@1"])
+    _pv, wv = commit_outcome(session, gid, out, None)
+    return gid, wv, out.metrics, out.loop_state
+
+
+def run_generations(session: Session, parent_gid: int, parent_wv: str, parent_metrics: dict,
+                    state: LoopState, count: int, on_generation=None) -> int:
+    """Run ``count`` generations as a chain from ``parent_gid``; returns the last committed id."""
+    cfg = session.ctx.config
+    for _ in range(count):
+        if cfg.max_rollouts is not None and state.rollouts_spent >= cfg.max_rollouts:
+            session.say(f"rollout budget spent ({state.rollouts_spent} >= {cfg.max_rollouts}); stopping")
+            break
+        gid = session.store.begin_generation(session.run, parent_gid, {})
+        index = session.store.generation_index(gid)
+        seeds = GenerationSeeds.derive(cfg.seed, index)
+        session.store.set_generation_seeds(gid, seeds.to_dict())
+        seed_everything(seeds.sample)
+        t0 = time.perf_counter()
+        out = run_generation(session.ctx, state, index, seeds, parent_wv, parent_metrics.get("heldout"),
+                             progress=on_generation and (lambda phase, i=index: on_generation(i, phase, None)))
+        out.timings["total"] = time.perf_counter() - t0
+        _pv, wv = commit_outcome(session, gid, out, parent_wv)
+        if on_generation:
+            on_generation(index, "done", out)
+        parent_gid, parent_wv, parent_metrics, state = gid, wv, out.metrics, out.loop_state
+    return parent_gid
+
+
+def materialize_state(store, run: str, generation) -> tuple[Path, tempfile.TemporaryDirectory]:
+    tmp = tempfile.TemporaryDirectory(prefix="evolve-resume-")
+    folder = Path(tmp.name) / "state"
+    store.artifacts(run).materialize_dir(generation.state_artifact, folder)
+    return folder, tmp
+
+
+def session_from_generation(store, run_row, generation, say, recorder=None) -> tuple[Session, LoopState, object]:
+    """Rebuild the full state of a committed generation (weights, optimizer, RNG, sampler, prompts)."""
+    if generation.status != "committed":
+        raise EvolveError(f"generation {run_row.name}:{generation.index} is {generation.status}, not committed")
+    config = run_row.config
+    cfg = LoopConfig.from_dict(config["loop"], source=f"run {run_row.name}")
+    folder, tmp = materialize_state(store, run_row.name, generation)
+    prompt_state, loop_state, rng_blob = read_state_folder(folder)
+    session = build_session(store, run_row.name, cfg, config["policy_spec"], config["seed_prompt"],
+                            folder / "policy", prompt_state, recorder or BufferRecorder(), say)
+    restore_rng_state(rng_blob)
+    return session, loop_state, tmp
+
+
+def new_run_name(cfg: LoopConfig) -> str:
+    return f"{cfg.suite}-{cfg.mode}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
