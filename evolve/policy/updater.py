@@ -58,6 +58,16 @@ class _Row:
     advantage: float
 
 
+@dataclass
+class _Prepared:
+    batches: list[list[_Row]]
+    tensors: list[tuple]
+    info: dict
+    n_tokens: int
+    old: list | None = None
+    ref: list | None = None
+
+
 def collate(rows: list[_Row], pad_id: int):
     """Prompt left-padded, completion right-padded (TRL's layout), plus masks and position ids."""
     pw = max(len(r.prompt_ids) for r in rows)
@@ -124,39 +134,51 @@ class Updater:
         return rows, info
 
     # -- the update -----------------------------------------------------------------------------
-    def update(self, groups: list[list[Rollout]]) -> UpdateStats:
-        t0 = time.perf_counter()
+    def prepare(self, groups: list[list[Rollout]]) -> _Prepared:
+        """Advantages (set on each rollout), micro-batches, and the fixed old/ref log-probs."""
         rows, info = self.assign_advantages(groups)
-        stats = UpdateStats(n_groups=len(groups), lr=self.scheduler.get_last_lr()[0], **info)
-        if not rows:
-            stats.seconds = time.perf_counter() - t0
-            return stats
-        g = self.spec.grpo
-        mb = g.micro_batch_size
+        mb = self.spec.grpo.micro_batch_size
         batches = [rows[i:i + mb] for i in range(0, len(rows), mb)]
         tensors = [collate(b, self.pad_id) for b in batches]
-        stats.n_tokens = int(sum(t[3].sum() for t in tensors))
-        self.model.train()
-        old = self._old_logprobs(tensors) if g.num_iterations > 1 else None
-        ref = self._ref_logprobs(tensors) if g.beta != 0.0 else None
-        losses, kls, clips, norms, gaps = [], [], [], [], []
-        for _ in range(g.num_iterations):
+        prep = _Prepared(batches, tensors, info, n_tokens=int(sum(int(t[3].sum()) for t in tensors)))
+        if rows:
+            self.model.train()
+            prep.old = self._old_logprobs(tensors) if self.spec.grpo.num_iterations > 1 else None
+            prep.ref = self._ref_logprobs(tensors) if self.spec.grpo.beta != 0.0 else None
+        return prep
+
+    def backward_pass(self, prep: _Prepared) -> dict:
+        """One inner epoch: forward + backward over every micro-batch (gradients accumulate)."""
+        losses, kls, clips, gaps = [], [], [], []
+        n = len(prep.batches)
+        for k, (batch, t) in enumerate(zip(prep.batches, prep.tensors, strict=True)):
+            out, gap = self._micro_step(batch, t, prep.old[k] if prep.old else None,
+                                        prep.ref[k] if prep.ref else None, n, prep.n_tokens)
+            losses.append(float(out.loss))
+            kls.append(out.kl)
+            clips.append(out.clip_fraction)
+            if gap is not None:
+                gaps.append(gap)
+        return {"loss": float(np.sum(losses)), "kl": float(np.mean(kls)), "clip_fraction": float(np.mean(clips)),
+                "logprob_gap": float(np.mean(gaps)) if gaps else 0.0}
+
+    def update(self, groups: list[list[Rollout]]) -> UpdateStats:
+        t0 = time.perf_counter()
+        prep = self.prepare(groups)
+        stats = UpdateStats(n_groups=len(groups), lr=self.scheduler.get_last_lr()[0], n_tokens=prep.n_tokens,
+                            **prep.info)
+        if not prep.batches:
+            stats.seconds = time.perf_counter() - t0
+            return stats
+        epochs, norms = [], []
+        for _ in range(self.spec.grpo.num_iterations):
             self.optimizer.zero_grad(set_to_none=True)
-            for k, (batch, t) in enumerate(zip(batches, tensors, strict=True)):
-                out, gap = self._micro_step(batch, t, old[k] if old else None, ref[k] if ref else None,
-                                            len(batches), stats.n_tokens)
-                losses.append(out.loss.item() * (len(batches) if g.loss_type != "dapo" else 1))
-                kls.append(out.kl)
-                clips.append(out.clip_fraction)
-                if gap is not None:
-                    gaps.append(gap)
+            epochs.append(self.backward_pass(prep))
             norms.append(self._optimizer_step())
-        stats.loss = float(np.mean(losses))
-        stats.kl = float(np.mean(kls))
-        stats.clip_fraction = float(np.mean(clips))
+        for key in ("loss", "kl", "clip_fraction", "logprob_gap"):
+            setattr(stats, key, float(np.mean([e[key] for e in epochs])))
         stats.grad_norm = float(np.mean(norms))
-        stats.logprob_gap = float(np.mean(gaps)) if gaps else 0.0
-        stats.optimizer_steps = g.num_iterations
+        stats.optimizer_steps = len(epochs)
         stats.seconds = time.perf_counter() - t0
         return stats
 
