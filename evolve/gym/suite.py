@@ -1,0 +1,79 @@
+"""The tiny-coder suite declaration (verifiers/tiny_coder.toml) and ``load_gym``."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import tomllib
+from pathlib import Path
+
+from evolve.errors import ConfigError
+from evolve.gym.generate import SUITE, GymParams, generate, subset
+from evolve.verification.types import Task
+
+SPLITS = ("train", "heldout")
+DEFAULT_TOML = "verifiers/tiny_coder.toml"
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _find_toml(path_or_name: str | Path | None) -> Path | None:
+    if path_or_name is not None and str(path_or_name) not in (SUITE, "tiny_coder"):
+        p = Path(path_or_name)
+        if not p.is_file():
+            raise ConfigError(f"suite file not found: {p}")
+        return p
+    for base in (Path.cwd(), _REPO_ROOT):
+        if (base / DEFAULT_TOML).is_file():
+            return base / DEFAULT_TOML
+    return None  # defaults in code
+
+
+def read_suite_toml(path: Path | None) -> tuple[GymParams, dict]:
+    """(generator params, the [suite] table) from a suite TOML; defaults when ``path`` is None."""
+    if path is None:
+        return GymParams(), {"name": SUITE, "seed": 0}
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read suite TOML: {e}") from None
+    unknown = set(data) - {"suite", "generator"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown tables {sorted(unknown)}")
+    gen = data.get("generator", {})
+    fields = {f.name: f.type for f in dataclasses.fields(GymParams)}
+    bad = set(gen) - set(fields)
+    if bad:
+        raise ConfigError(f"{path}: unknown [generator] keys {sorted(bad)}")
+    try:
+        params = GymParams(**{k: (float(v) if fields[k] == "float" else int(v)) for k, v in gen.items()})
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{path}: bad [generator] value: {e}") from None
+    if not (0 < params.heldout_fraction < 1) or params.hidden_min > params.hidden_max or params.visible < 1:
+        raise ConfigError(f"{path}: [generator] values out of range")
+    return params, {"name": SUITE, "seed": 0, **data.get("suite", {})}
+
+
+@functools.lru_cache(maxsize=8)
+def _generate_cached(split: str, seed: int, params: GymParams) -> tuple[Task, ...]:
+    return tuple(generate(split, seed, params))
+
+
+def load_gym(split: str = "train", seed: int = 0, n: int | None = None,
+             suite: str | Path | None = None) -> list[Task]:
+    """Tasks of one split, deterministic for ``seed``; ``n`` picks a deterministic subset.
+
+    The held-out compositions are fixed by ``split_seed`` in the suite TOML, so
+    every task seed keeps held-out compositions out of train.
+    """
+    if split not in SPLITS:
+        raise ConfigError(f"unknown gym split {split!r}; expected one of {SPLITS}")
+    params, _ = read_suite_toml(_find_toml(suite))
+    return subset(list(_generate_cached(split, int(seed), params)), n, seed)
+
+
+def load_suite(path_or_name: str | Path = SUITE) -> dict[str, list[Task]]:
+    """Every split of the suite, with the seed the TOML declares."""
+    path = _find_toml(path_or_name)
+    params, table = read_suite_toml(path)
+    seed = int(table.get("seed", 0))
+    return {s: list(_generate_cached(s, seed, params)) for s in SPLITS}
