@@ -5,8 +5,8 @@ step by step and owns its state (the lineage is the source of truth), so the fro
 computed here from plain per-task score dicts and handed to gepa's pure functions
 (``select_program_candidate_from_pareto_front``, ``find_dominator_programs``,
 ``sample_and_attempt_merge_programs_by_common_predictors``) instead of building a
-GEPAState. Only the per-component merge of the ``lessons`` list is ours (see
-:func:`merge_lessons`).
+GEPAState. Only the view of ``lessons`` as one component per line is ours (see
+:func:`merge_view`).
 """
 
 from __future__ import annotations
@@ -50,17 +50,34 @@ def dominators(val_scores: Sequence[dict[str, float] | None]) -> list[int]:
     return sorted(find_dominator_programs(pareto_front(val_scores), agg))
 
 
-def merge_lessons(ancestor: str, a: str, b: str, max_lessons: int) -> str:
-    """Three-way merge of lesson lists: keep what neither side removed, add what either side added.
+LINE = "lessons::"  # prefix of the per-line presence components in the merge view
 
-    gepa merges whole components (it takes one side's text when both changed it); lessons are
-    a list of independent lines, so both sides' additions can be kept. Capped at ``max_lessons``.
+
+def merge_view(components: dict[str, str]) -> dict[str, str]:
+    """The candidate as gepa's merge sees it: each lesson line is its own component ("1" = present).
+
+    gepa merges whole components and only when one side left a component as the ancestor
+    had it. Our edits all touch ``lessons``, a list of independent lines, so two branches
+    that each added a different lesson would never merge. Viewing every line as a
+    component lets gepa's own triplet logic do a three-way line merge: a line added by
+    either side is kept, a line removed by either side is dropped.
     """
-    anc, la, lb = split_lessons(ancestor), split_lessons(a), split_lessons(b)
-    removed = (set(anc) - set(la)) | (set(anc) - set(lb))
-    out = [t for t in la if t not in removed]
-    out += [t for t in lb if t not in out and t not in removed]
-    return join_lessons(out[:max_lessons])
+    view = {k: v for k, v in components.items() if k != "lessons"}
+    for line in split_lessons(components.get("lessons", "")):
+        view[LINE + line] = "1"
+    return view
+
+
+def from_merge_view(view: dict[str, str], orders: Sequence[dict[str, str]], max_lessons: int) -> dict[str, str]:
+    """Back from the merge view; lesson order follows the first parent, then the second, then the ancestor."""
+    present = {k[len(LINE):] for k, v in view.items() if k.startswith(LINE) and v}
+    lines: list[str] = []
+    for comps in orders:
+        lines += [t for t in split_lessons(comps.get("lessons", "")) if t in present and t not in lines]
+    out = {k: v for k, v in view.items() if not k.startswith(LINE)}
+    if lines or any("lessons" in c for c in orders):
+        out["lessons"] = join_lessons(lines[:max_lessons])
+    return out
 
 
 def try_merge(components: Sequence[dict[str, str]], parents: Sequence[Sequence[int]],
@@ -68,12 +85,17 @@ def try_merge(components: Sequence[dict[str, str]], parents: Sequence[Sequence[i
               rng: random.Random, max_lessons: int) -> tuple[dict[str, str], int, int, int] | None:
     """gepa's common-ancestor merge over our pool; returns (components, i, j, ancestor) or None.
 
-    Components missing from a program are treated as empty text (gepa needs equal key sets).
+    Components missing from a program are empty text in the view (gepa needs equal key sets).
     """
-    keys = sorted({k for c in components for k in c})
-    padded = [{k: c.get(k, "") for k in keys} for c in components]
+    views = [merge_view(c) for c in components]
+    keys = sorted({k for v in views for k in v})
+    padded = [{k: v.get(k, "") for k in keys} for v in views]
     agg = [mean(s or {}) for s in val_scores]
-    evaluated = [i for i, s in enumerate(val_scores) if s]
+    # gepa draws the ancestor with weights = its score, which fails when every candidate ancestor
+    # scored 0; a constant shift keeps every comparison and makes the weights positive.
+    low = min(agg)
+    agg = [a - low + 1e-6 for a in agg]
+    evaluated = {i for i, s in enumerate(val_scores) if s}
     cands = [i for i in dominators(val_scores) if i in evaluated]
     got = sample_and_attempt_merge_programs_by_common_predictors(
         agg_scores=agg, rng=rng, merge_candidates=cands, merges_performed=merges_performed,
@@ -82,9 +104,6 @@ def try_merge(components: Sequence[dict[str, str]], parents: Sequence[Sequence[i
         return None
     merged, i, j, anc = got
     merges_performed[0].append((i, j, anc))
-    if "lessons" in keys:
-        a, b, o = padded[i]["lessons"], padded[j]["lessons"], padded[anc]["lessons"]
-        if a != o and b != o:
-            merged["lessons"] = merge_lessons(o, a, b, max_lessons)
+    out = from_merge_view(merged, [components[i], components[j], components[anc]], max_lessons)
     present = {k for c in (components[i], components[j]) for k in c}
-    return {k: v for k, v in merged.items() if k in present or v}, i, j, anc
+    return {k: v for k, v in out.items() if k in present or v}, i, j, anc

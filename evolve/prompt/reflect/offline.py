@@ -76,13 +76,17 @@ class OfflineReflector:
         retrieved = self.library.retrieve(feats, rng, exclude=set(current), k=8)
         seen = set(avoid) | {parent.id}
         out: list[dict] = []
+        tried: set[str] = set()
         for _ in range(6 * n):
             if len(out) >= n:
                 break
             ops = self._applicable(current, retrieved, dataset)
             if not ops:
                 break
-            op = rng.choices(ops, weights=[OP_WEIGHTS[o] for o in ops])[0]
+            # Each applicable kind of edit once before any repeats, so a step explores different edits.
+            fresh = [o for o in ops if o not in tried] or ops
+            op = rng.choices(fresh, weights=[OP_WEIGHTS[o] for o in fresh])[0]
+            tried.add(op)
             edit = getattr(self, "_" + op.replace("-", "_"))(parent, current, retrieved, feats, dataset, rng)
             if edit is None:
                 continue
