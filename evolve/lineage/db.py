@@ -1,0 +1,159 @@
+"""Opening a lineage database: URL resolution, engine set-up, schema-version checks, migrations.
+
+Every failure a user can cause (a missing or corrupt file, an unreachable server,
+a schema newer than this code) becomes a one-line :class:`LineageError`, and a
+read-only open never writes anything.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import create_engine, event, inspect, text
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
+
+from evolve.errors import LineageError
+from evolve.lineage.models import KNOWN_REVISIONS, SCHEMA_HEAD
+
+DEFAULT_URL = "sqlite:///runs/lineage.db"
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A resolved database location."""
+
+    url: URL
+    sqlite_path: Path | None  # the file, for SQLite on disk; None otherwise
+
+    @property
+    def label(self) -> str:
+        """How messages name the database (a path, or the URL without its password)."""
+        if self.sqlite_path is not None:
+            return str(self.sqlite_path)
+        return self.url.render_as_string(hide_password=True)
+
+
+def resolve_url(db: str | None = None) -> Target:
+    """``--db`` (a URL, or a plain path meaning SQLite) > ``$EVOLVE_DB`` > ``sqlite:///runs/lineage.db``."""
+    raw = db or os.environ.get("EVOLVE_DB") or DEFAULT_URL
+    if "://" not in raw:
+        raw = "sqlite:///" + str(Path(raw).expanduser())
+    try:
+        url = make_url(raw)
+    except ArgumentError as e:
+        raise LineageError(f"not a database URL: {raw!r} ({e})") from None
+    path = None
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:" \
+            and not url.database.startswith("file:"):
+        path = Path(url.database).expanduser().absolute()
+        url = url.set(database=str(path))
+    return Target(url, path)
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+def make_engine(target: Target) -> Engine:
+    kwargs: dict = {}
+    if target.url.get_backend_name() == "sqlite":
+        kwargs["connect_args"] = {"timeout": 30}
+    else:
+        kwargs["pool_pre_ping"] = True
+        if target.url.get_backend_name() == "postgresql":
+            kwargs["connect_args"] = {"connect_timeout": 5}
+    try:
+        engine = create_engine(target.url, **kwargs)
+    except (NoSuchModuleError, ImportError, ArgumentError) as e:
+        raise LineageError(f"cannot use database URL {target.label}: {_first_line(e)}") from None
+    if target.url.get_backend_name() == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _first_line(e: BaseException) -> str:
+    msg = str(getattr(e, "orig", None) or e).strip()
+    return msg.splitlines()[0] if msg else type(e).__name__
+
+
+def connection_error(target: Target, e: BaseException) -> LineageError:
+    """A driver error while opening, as one line naming the database."""
+    if target.sqlite_path is not None:
+        return LineageError(f"{target.label} is not a lineage database ({_first_line(e)})")
+    host = target.url.host or "localhost"
+    port = f":{target.url.port}" if target.url.port else ""
+    return LineageError(f"cannot connect to database at {host}{port}: {_first_line(e)}")
+
+
+def current_revision(engine: Engine, target: Target) -> str | None:
+    """The schema revision stamped in the database; None for an empty database.
+
+    Raises LineageError if the database is unreachable, not a database, or holds
+    tables without an Alembic stamp (someone else's database).
+    """
+    try:
+        with engine.connect() as conn:
+            names = set(inspect(conn).get_table_names())
+            if "alembic_version" not in names:
+                if names:
+                    raise LineageError(f"{target.label} is not a lineage database (no schema version; "
+                                       f"tables: {', '.join(sorted(names)[:5])})")
+                return None
+            revs = [r[0] for r in conn.execute(text("SELECT version_num FROM alembic_version"))]
+    except (OperationalError, DatabaseError) as e:
+        raise connection_error(target, e) from None
+    if len(revs) != 1:
+        raise LineageError(f"{target.label} has {len(revs)} schema versions stamped; expected one")
+    return revs[0]
+
+
+def check_revision(rev: str | None, target: Target, auto_upgrade: bool) -> bool:
+    """True if the database must be migrated; a LineageError if it cannot be used as is."""
+    if rev == SCHEMA_HEAD:
+        return False
+    if rev is not None and rev not in KNOWN_REVISIONS:
+        raise LineageError(f"database schema {rev} of {target.label} is newer than this evolve "
+                           f"(head {SCHEMA_HEAD}); upgrade evolve")
+    if not auto_upgrade:
+        if rev is None:
+            raise LineageError(f"{target.label} is not a lineage database (empty)")
+        raise LineageError(f"database schema of {target.label} is at {rev} (head {SCHEMA_HEAD}), "
+                           f"run `evolve db upgrade`")
+    return True
+
+
+def alembic_config():
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return cfg
+
+
+def upgrade(engine: Engine, target: Target, revision: str = "head") -> None:
+    """Migrate to ``revision`` (head by default) in one transaction; enables WAL on SQLite."""
+    from alembic import command
+
+    cfg = alembic_config()
+    try:
+        if target.sqlite_path is not None:
+            with engine.connect() as conn:
+                conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, revision)
+    except (OperationalError, DatabaseError) as e:
+        raise LineageError(f"cannot migrate {target.label}: {_first_line(e)}") from None
+
+
+def stamp_revision(engine: Engine, revision: str) -> None:
+    """Overwrite the stamped revision (tests use it to fake a newer schema)."""
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = :r"), {"r": revision})

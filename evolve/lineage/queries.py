@@ -1,0 +1,226 @@
+"""Queries behind LineageStore's read methods and the CLI (Core selects; no ORM churn for big runs)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Integer, delete, func, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from evolve.errors import LineageError
+from evolve.lineage.artifacts import ArtifactStore
+from evolve.lineage.models import (
+    Artifact,
+    Generation,
+    LMCall,
+    PromptLMCall,
+    PromptParent,
+    PromptVersion,
+    RolloutRecord,
+    Run,
+    WeightsVersion,
+)
+
+if TYPE_CHECKING:
+    from evolve.lineage.store import LineageStore
+
+
+def insert_ignore(conn, table, values: dict) -> None:
+    """INSERT that does nothing if the row's key exists (idempotent puts)."""
+    dialect = conn.dialect.name
+    if dialect in ("sqlite", "postgresql"):
+        mod = sqlite if dialect == "sqlite" else postgresql
+        conn.execute(mod.insert(table).values(**values).on_conflict_do_nothing())
+        return
+    keys = [c for c in table.primary_key.columns] or list(table.columns)
+    cond = [c == values[c.name] for c in keys if c.name in values]
+    if conn.execute(select(func.count()).select_from(table).where(*cond)).scalar() == 0:
+        conn.execute(insert(table).values(**values))
+
+
+def rollout_row(gid: int, r) -> dict:
+    """A Rollout as a row of the rollout table."""
+    res = r.result
+    return {
+        "generation_id": gid, "task_id": r.task_id, "group_index": int(r.group),
+        "sample_index": int(r.sample_index), "prompt_version": r.prompt_version,
+        "weights_version": r.weights_version, "purpose": r.purpose, "prompt": r.prompt_text or "",
+        "completion": r.completion or "", "reward": float(r.reward),
+        "advantage": None if r.advantage is None else float(r.advantage), "passed": bool(r.passed),
+        "error_class": res.error_class if res else None,
+        "stages": res.to_dict()["stages"] if res else [], "trace": res.trace if res else "",
+        "hack_flags": list(res.hack_flags) if res else [], "truncated": bool(getattr(r, "truncated", False)),
+    }
+
+
+def artifact_problems(store: LineageStore, run_id: int, shas, cache: dict | None = None) -> list[str]:
+    """Re-hash each artifact (folders recursively); one message per missing or corrupt one."""
+    cache = {} if cache is None else cache
+    out = []
+    for sha in dict.fromkeys(shas):
+        if sha not in cache:
+            cache[sha] = _one_artifact(store, run_id, sha)
+        out.extend(cache[sha])
+    return out
+
+
+def _one_artifact(store: LineageStore, run_id: int, sha: str) -> list[str]:
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(Artifact.run_id, Artifact.kind, Run.name)
+                            .join(Run, Run.id == Artifact.run_id).where(Artifact.sha == sha)).all()
+    if not rows:
+        return [f"artifact {sha} is referenced but not recorded in the lineage"]
+    rows.sort(key=lambda r: r.run_id != run_id)  # the generation's own run first
+    problems: list[str] = []
+    for row in rows:
+        problems = ArtifactStore(store.runs_dir / row.name / "artifacts").problems(
+            sha, manifest=row.kind == "manifest")
+        if not problems:
+            return []
+    return problems
+
+
+def discard_pending(store: LineageStore, run_id: int) -> int:
+    with store.engine.begin() as conn:
+        gids = list(conn.scalars(select(Generation.id).where(Generation.run_id == run_id,
+                                                             Generation.status == "pending")))
+        if not gids:
+            return 0
+        calls = select(LMCall.id).where(LMCall.generation_id.in_(gids))
+        conn.execute(delete(PromptLMCall).where(PromptLMCall.lm_call_id.in_(calls)))
+        conn.execute(delete(LMCall).where(LMCall.generation_id.in_(gids)))
+        conn.execute(delete(RolloutRecord).where(RolloutRecord.generation_id.in_(gids)))
+        conn.execute(delete(Generation).where(Generation.id.in_(gids)))
+    return len(gids)
+
+
+def resolve_generation(store: LineageStore, ref) -> Generation:
+    ref = str(ref).strip()
+    with store.session() as s:
+        if ":" in ref:
+            run_name, _, idx = ref.rpartition(":")
+            if not idx.isdigit():
+                raise LineageError(f"bad generation name {ref!r}: expected RUN:INDEX or an id")
+            run_id = s.scalar(select(Run.id).where(Run.name == run_name))
+            if run_id is None:
+                raise LineageError(f"unknown run {run_name!r}")
+            gen = s.scalar(select(Generation).where(Generation.run_id == run_id, Generation.index == int(idx)))
+            if gen is None:
+                raise LineageError(f"unknown generation {ref!r}")
+            return gen
+        if ref.isdigit():
+            gen = s.get(Generation, int(ref))
+            if gen is None:
+                raise LineageError(f"unknown generation id {ref}")
+            return gen
+    raise LineageError(f"bad generation name {ref!r}: expected RUN:INDEX or an id")
+
+
+def resolve_prefix(store: LineageStore, model, prefix: str, what: str):
+    prefix = prefix.strip().lower()
+    if len(prefix) < 4 or any(c not in "0123456789abcdef" for c in prefix):
+        raise LineageError(f"bad {what} {prefix!r}: give at least 4 hex digits of its hash")
+    with store.session() as s:
+        rows = list(s.scalars(select(model).where(model.id.like(prefix + "%")).limit(2)))
+    if not rows:
+        raise LineageError(f"unknown {what} {prefix}")
+    if len(rows) > 1:
+        raise LineageError(f"{what} prefix {prefix} is ambiguous; give more digits")
+    return rows[0]
+
+
+def weights_chain(store: LineageStore, wv: str) -> list[str]:
+    chain, seen = [], set()
+    with store.engine.connect() as conn:
+        cur: str | None = wv
+        while cur is not None and cur not in seen:
+            seen.add(cur)
+            chain.append(cur)
+            cur = conn.scalar(select(WeightsVersion.parent).where(WeightsVersion.id == cur))
+    return chain
+
+
+def prompt_versions(store: LineageStore, run_id: int) -> list[PromptVersion]:
+    with store.engine.connect() as conn:
+        frontier = set(conn.scalars(select(Generation.prompt_version).where(
+            Generation.run_id == run_id, Generation.prompt_version.is_not(None))))
+        seen: set[str] = set()
+        while frontier:
+            seen |= frontier
+            parents = set(conn.scalars(select(PromptParent.parent).where(PromptParent.child.in_(frontier))))
+            frontier = parents - seen
+    with store.session() as s:
+        return list(s.scalars(select(PromptVersion).where(PromptVersion.id.in_(seen))
+                              .order_by(PromptVersion.created_at)))
+
+
+def list_runs(store: LineageStore) -> list[dict]:
+    g = Generation.__table__
+    counts = (select(g.c.run_id, g.c.status, func.count().label("n"), func.max(g.c.index).label("last"))
+              .group_by(g.c.run_id, g.c.status))
+    with store.engine.connect() as conn:
+        runs = conn.execute(select(Run.id, Run.name, Run.created_at, Run.code_version)
+                            .order_by(Run.created_at, Run.id)).all()
+        stats: dict[int, dict] = {}
+        for row in conn.execute(counts):
+            stats.setdefault(row.run_id, {})[row.status] = (row.n, row.last)
+    out = []
+    for r in runs:
+        st = stats.get(r.id, {})
+        out.append({
+            "name": r.name, "id": r.id, "created_at": _iso(r.created_at), "code_version": r.code_version,
+            "generations": sum(n for n, _ in st.values()),
+            "committed": st.get("committed", (0, None))[0], "pending": st.get("pending", (0, None))[0],
+            "failed": st.get("failed", (0, None))[0], "latest_committed": st.get("committed", (0, None))[1],
+        })
+    return out
+
+
+def lineage(store: LineageStore, run_id: int, run_name: str) -> list[dict]:
+    """All generations of a run, one query (plus one for merge markers), ordered by index."""
+    g, pv = Generation.__table__, PromptVersion.__table__
+    n_parents = (select(PromptParent.child, func.count().label("n")).group_by(PromptParent.child)
+                 .subquery())
+    q = (select(g.c.id, g.c.parent_id, g.c.index, g.c.prompt_version, g.c.weights_version, g.c.status,
+                g.c.metrics, g.c.timings, g.c.created_at, g.c.committed_at, g.c.error, pv.c.proposed_by,
+                n_parents.c.n)
+         .select_from(g.outerjoin(pv, pv.c.id == g.c.prompt_version)
+                      .outerjoin(n_parents, n_parents.c.child == g.c.prompt_version))
+         .where(g.c.run_id == run_id).order_by(g.c.index))
+    with store.engine.connect() as conn:
+        rows = conn.execute(q).all()
+    names = {r.id: f"{run_name}:{r.index}" for r in rows}
+    children: dict[int, list[str]] = {}
+    for r in rows:
+        if r.parent_id is not None:
+            children.setdefault(r.parent_id, []).append(names[r.id])
+    return [{
+        "id": r.id, "name": names[r.id], "index": r.index,
+        "parent": names.get(r.parent_id) if r.parent_id is not None else None, "parent_id": r.parent_id,
+        "prompt_version": r.prompt_version, "weights_version": r.weights_version, "status": r.status,
+        "metrics": r.metrics or {}, "timings": r.timings or {}, "children": children.get(r.id, []),
+        "proposed_by": r.proposed_by, "prompt_parents": r.n or 0,
+        "created_at": _iso(r.created_at), "committed_at": _iso(r.committed_at), "error": r.error,
+    } for r in rows]
+
+
+def _iso(dt) -> str | None:
+    return dt.isoformat() if dt is not None else None
+
+
+def rollout_summary(store: LineageStore, gid: int) -> dict:
+    """Per purpose: how many rollouts, how many passed, mean reward (one aggregate query)."""
+    r = RolloutRecord.__table__
+    q = (select(r.c.purpose, func.count(), func.sum(func.cast(r.c.passed, Integer)), func.avg(r.c.reward))
+         .where(r.c.generation_id == gid).group_by(r.c.purpose))
+    with store.engine.connect() as conn:
+        return {p: {"n": n, "passed": int(k or 0), "mean_reward": float(m or 0.0)}
+                for p, n, k, m in conn.execute(q)}
+
+
+def generations_using(store: LineageStore, column, value: str) -> list[str]:
+    """Names of generations whose ``column`` (prompt_version or weights_version) equals ``value``."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(Run.name, Generation.index).join(Run, Run.id == Generation.run_id)
+                            .where(column == value).order_by(Run.name, Generation.index)).all()
+    return [f"{n}:{i}" for n, i in rows]

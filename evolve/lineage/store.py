@@ -1,0 +1,342 @@
+"""LineageStore: the one writer and reader of the lineage database.
+
+Write order is what makes a crash safe: artifacts are durable before their rows,
+rows of a generation are added while it is ``pending``, and ``commit_generation``
+re-verifies every artifact the generation references before flipping it to
+``committed`` in one transaction. Resume reads only committed generations and
+``discard_pending`` drops the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from evolve.errors import LineageError
+from evolve.lineage import db as dbmod
+from evolve.lineage import queries
+from evolve.lineage.artifacts import ArtifactStore
+from evolve.lineage.models import (
+    Artifact,
+    Generation,
+    LMCall,
+    PromptLMCall,
+    PromptParent,
+    PromptVersion,
+    RolloutRecord,
+    Run,
+    Task,
+    WeightsVersion,
+    utcnow,
+)
+from evolve.util.hashing import content_hash
+
+_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+
+
+class LineageStore:
+    """Open with :meth:`open`; every method runs in its own short transaction."""
+
+    def __init__(self, engine, target: dbmod.Target):
+        self.engine = engine
+        self.target = target
+        self._session = sessionmaker(engine, expire_on_commit=False)
+
+    # -- opening -----------------------------------------------------------------------------
+    @classmethod
+    def open(cls, url: str | None = None, *, create: bool = True, auto_upgrade: bool = True) -> LineageStore:
+        """Open (``--db`` / ``$EVOLVE_DB`` / ``sqlite:///runs/lineage.db``).
+
+        ``create``: make a missing SQLite file (and its folder) and migrate it to head.
+        ``auto_upgrade``: migrate an older schema; without it an older schema is a
+        LineageError telling the user to run ``evolve db upgrade``. Inspection commands
+        pass ``create=False, auto_upgrade=False`` and so never write.
+        """
+        target = dbmod.resolve_url(url)
+        path = target.sqlite_path
+        if path is not None and not path.exists():
+            if not create:
+                raise LineageError(f"no lineage database at {path}")
+            path.parent.mkdir(parents=True, exist_ok=True)
+        elif path is not None and path.is_dir():
+            raise LineageError(f"{path} is a folder, not a lineage database")
+        engine = dbmod.make_engine(target)
+        try:
+            rev = dbmod.current_revision(engine, target)
+            if dbmod.check_revision(rev, target, auto_upgrade=auto_upgrade or (create and rev is None)):
+                dbmod.upgrade(engine, target)
+        except BaseException:
+            engine.dispose()
+            raise
+        return cls(engine, target)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> LineageStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def session(self) -> Session:
+        return self._session()
+
+    @property
+    def runs_dir(self) -> Path:
+        """Folder for run outputs: the SQLite file's folder, else ``$EVOLVE_RUNS_DIR``, else ./runs."""
+        if self.target.sqlite_path is not None:
+            return self.target.sqlite_path.parent
+        return Path(os.environ.get("EVOLVE_RUNS_DIR") or "runs").absolute()
+
+    def artifacts(self, run_name: str) -> ArtifactStore:
+        run_id = self.get_run(run_name).id
+
+        def record(sha: str, kind: str, size: int) -> None:
+            with self.engine.begin() as conn:
+                queries.insert_ignore(conn, Artifact.__table__,
+                                      {"sha": sha, "run_id": run_id, "kind": kind, "size": size,
+                                       "created_at": utcnow()})
+
+        return ArtifactStore(self.runs_dir / run_name / "artifacts", on_durable=record)
+
+    # -- runs and tasks ----------------------------------------------------------------------
+    def create_run(self, name: str, config: dict | None = None) -> Run:
+        from evolve.util.repro import code_version, package_versions
+
+        if not _RUN_NAME.match(name) or name.isdigit():
+            raise LineageError(f"bad run name {name!r}: use letters, digits, '.', '_' or '-' (not only digits)")
+        with self._session.begin() as s:
+            if s.scalar(select(Run.id).where(Run.name == name)) is not None:
+                raise LineageError(f"run {name!r} already exists")
+            run = Run(name=name, config=dict(config or {}), code_version=code_version(),
+                      package_versions=package_versions(), created_at=utcnow())
+            s.add(run)
+        return run
+
+    def find_run(self, name: str) -> Run | None:
+        with self._session() as s:
+            return s.scalar(select(Run).where(Run.name == name))
+
+    def get_run(self, name: str) -> Run:
+        run = self.find_run(name)
+        if run is None:
+            raise LineageError(f"unknown run {name!r}")
+        return run
+
+    def put_task(self, suite: str, task_id: str, content_hash: str) -> None:
+        with self.engine.begin() as conn:
+            queries.insert_ignore(conn, Task.__table__,
+                                  {"suite": suite, "task_id": task_id, "content_hash": content_hash})
+
+    # -- prompt and weights versions ---------------------------------------------------------
+    def put_prompt_version(self, components: dict[str, str], parents: Sequence[str] = (),
+                           proposed_by: str = "seed", lm_call_ids: Sequence[int] = (),
+                           meta: dict | None = None) -> str:
+        """Idempotent by content: a text seen before keeps its first parents (no cycles)."""
+        if not isinstance(components, dict) or not all(isinstance(v, str) for v in components.values()):
+            raise LineageError("prompt components must be a dict of name -> text")
+        pv = content_hash({"components": components})  # == Candidate(components).id
+        with self._session.begin() as s:
+            if s.get(PromptVersion, pv) is None:
+                for p in parents:
+                    if s.get(PromptVersion, p) is None:
+                        raise LineageError(f"unknown parent prompt version {p[:12]}")
+                s.add(PromptVersion(id=pv, components=dict(components), proposed_by=proposed_by,
+                                    meta=dict(meta or {}), created_at=utcnow()))
+                s.flush()
+                for i, p in enumerate(dict.fromkeys(parents)):
+                    if p != pv:
+                        s.add(PromptParent(child=pv, parent=p, position=i))
+            known = set(s.scalars(select(PromptLMCall.lm_call_id).where(PromptLMCall.prompt_version == pv)))
+            for cid in dict.fromkeys(lm_call_ids):
+                if cid not in known:
+                    s.add(PromptLMCall(prompt_version=pv, lm_call_id=cid))
+        return pv
+
+    def get_prompt_version(self, pv: str) -> PromptVersion:
+        with self._session() as s:
+            row = s.get(PromptVersion, pv)
+        if row is None:
+            raise LineageError(f"unknown prompt version {pv[:12]}")
+        return row
+
+    def put_weights_version(self, artifact_sha: str | None, parent: str | None, base_model: str,
+                            kind: str = "full", optimizer_artifact: str | None = None,
+                            stats: dict | None = None, weights_sha256: str | None = None) -> str:
+        """Idempotent: id = content_hash of {artifact_sha, parent, base_model, kind}."""
+        wid = content_hash({"artifact_sha": artifact_sha, "parent": parent, "base_model": base_model,
+                            "kind": kind})
+        stats = dict(stats or {})
+        weights_sha256 = weights_sha256 or stats.get("weights_sha256")
+        with self._session.begin() as s:
+            if s.get(WeightsVersion, wid) is None:
+                if parent is not None and s.get(WeightsVersion, parent) is None:
+                    raise LineageError(f"unknown parent weights version {parent[:12]}")
+                s.add(WeightsVersion(id=wid, artifact_sha=artifact_sha, weights_sha256=weights_sha256,
+                                     parent=parent, base_model=base_model, kind=kind,
+                                     optimizer_artifact=optimizer_artifact, stats=stats, created_at=utcnow()))
+        return wid
+
+    def get_weights_version(self, wv: str) -> WeightsVersion:
+        with self._session() as s:
+            row = s.get(WeightsVersion, wv)
+        if row is None:
+            raise LineageError(f"unknown weights version {wv[:12]}")
+        return row
+
+    # -- lm calls ----------------------------------------------------------------------------
+    def record_lm_call(self, role: str, model: str, request: dict, response: dict | None = None,
+                       error: str | None = None, tokens: dict | None = None, latency_s: float = 0.0,
+                       generation_id: int | None = None) -> int:
+        with self._session.begin() as s:
+            call = LMCall(role=role, model=model, request=request, request_hash=content_hash(request),
+                          response=response, error=error, tokens=dict(tokens or {}),
+                          latency_s=float(latency_s), generation_id=generation_id, created_at=utcnow())
+            s.add(call)
+            s.flush()
+            return call.id
+
+    def find_lm_call(self, request_hash: str) -> LMCall | None:
+        """The most recent successful call with this request hash (the replay cache)."""
+        with self._session() as s:
+            return s.scalar(select(LMCall).where(LMCall.request_hash == request_hash,
+                                                 LMCall.error.is_(None), LMCall.response.is_not(None))
+                            .order_by(LMCall.id.desc()).limit(1))
+
+    # -- generations -------------------------------------------------------------------------
+    def begin_generation(self, run_name: str, parent_id: int | None, seeds: dict | None = None) -> int:
+        """Insert a pending generation with the next index of the run; returns its id."""
+        run = self.get_run(run_name)
+        with self._session.begin() as s:
+            if parent_id is not None:
+                parent = s.get(Generation, parent_id)
+                if parent is None or parent.run_id != run.id:
+                    raise LineageError(f"parent generation {parent_id} is not in run {run_name!r}")
+                if parent.status != "committed":
+                    raise LineageError(f"parent generation {run_name}:{parent.index} is {parent.status}, "
+                                       f"not committed")
+            nxt = s.scalar(select(func.coalesce(func.max(Generation.index) + 1, 0))
+                           .where(Generation.run_id == run.id))
+            gen = Generation(run_id=run.id, parent_id=parent_id, index=nxt, seeds=dict(seeds or {}),
+                             status="pending", metrics={}, timings={}, created_at=utcnow())
+            s.add(gen)
+            s.flush()
+            return gen.id
+
+    def add_rollouts(self, gid: int, rollouts: Iterable) -> int:
+        """Bulk-insert :class:`evolve.rollout.Rollout` objects into a pending generation."""
+        rows = [queries.rollout_row(gid, r) for r in rollouts]
+        with self.engine.begin() as conn:
+            status = conn.scalar(select(Generation.status).where(Generation.id == gid))
+            if status is None:
+                raise LineageError(f"unknown generation id {gid}")
+            if status != "pending":
+                raise LineageError(f"generation {gid} is {status}; rollouts go into pending generations")
+            if rows:
+                conn.execute(insert(RolloutRecord.__table__), rows)
+        return len(rows)
+
+    def commit_generation(self, gid: int, prompt_version: str, weights_version: str,
+                          state_artifact: str | None = None, metrics: dict | None = None,
+                          timings: dict | None = None, rng_artifact: str | None = None) -> Generation:
+        """Verify every referenced artifact on disk, then mark the generation committed atomically."""
+        gen = self.get_generation(gid)
+        if gen.status != "pending":
+            raise LineageError(f"generation {gid} is {gen.status}; only a pending one can be committed")
+        self.get_prompt_version(prompt_version)
+        wv = self.get_weights_version(weights_version)
+        shas = [state_artifact, rng_artifact, wv.artifact_sha, wv.optimizer_artifact]
+        for problem in queries.artifact_problems(self, gen.run_id, [s for s in shas if s]):
+            raise LineageError(f"cannot commit generation {gid}: {problem}")
+        with self._session.begin() as s:
+            n = s.execute(update(Generation).where(Generation.id == gid, Generation.status == "pending").values(
+                prompt_version=prompt_version, weights_version=weights_version, state_artifact=state_artifact,
+                rng_artifact=rng_artifact, metrics=dict(metrics or {}), timings=dict(timings or {}),
+                status="committed", committed_at=utcnow())).rowcount
+            if n != 1:
+                raise LineageError(f"generation {gid} changed while committing")
+        return self.get_generation(gid)
+
+    def fail_generation(self, gid: int, error: str) -> None:
+        """Mark a pending generation failed (kept for the record; never resumed from)."""
+        with self._session.begin() as s:
+            s.execute(update(Generation).where(Generation.id == gid, Generation.status == "pending")
+                      .values(status="failed", error=str(error)[:10000]))
+
+    def discard_pending(self, run_name: str) -> int:
+        """Delete the run's pending generations with their rollouts and lm calls; returns how many."""
+        return queries.discard_pending(self, self.get_run(run_name).id)
+
+    # -- reading -----------------------------------------------------------------------------
+    def get_generation(self, gid: int) -> Generation:
+        with self._session() as s:
+            gen = s.get(Generation, gid)
+        if gen is None:
+            raise LineageError(f"unknown generation id {gid}")
+        return gen
+
+    def resolve_generation(self, ref: str | int) -> Generation:
+        """``RUN:INDEX`` or a numeric id -> Generation; LineageError if unknown."""
+        return queries.resolve_generation(self, ref)
+
+    def generation_name(self, gen: Generation) -> str:
+        with self._session() as s:
+            return f"{s.scalar(select(Run.name).where(Run.id == gen.run_id))}:{gen.index}"
+
+    def latest_committed(self, run_name: str) -> Generation | None:
+        """The committed generation with the highest index (where a plain resume continues)."""
+        run = self.get_run(run_name)
+        with self._session() as s:
+            return s.scalar(select(Generation).where(Generation.run_id == run.id,
+                                                     Generation.status == "committed")
+                            .order_by(Generation.index.desc()).limit(1))
+
+    def children(self, gid: int) -> list[Generation]:
+        with self._session() as s:
+            return list(s.scalars(select(Generation).where(Generation.parent_id == gid)
+                                  .order_by(Generation.index)))
+
+    def rollouts(self, gid: int, purpose: str | None = None) -> list[RolloutRecord]:
+        q = select(RolloutRecord).where(RolloutRecord.generation_id == gid)
+        if purpose is not None:
+            q = q.where(RolloutRecord.purpose == purpose)
+        with self._session() as s:
+            return list(s.scalars(q.order_by(RolloutRecord.id)))
+
+    def prompt_parents(self, pv: str) -> list[str]:
+        with self._session() as s:
+            return list(s.scalars(select(PromptParent.parent).where(PromptParent.child == pv)
+                                  .order_by(PromptParent.position)))
+
+    def lm_calls_for_prompt(self, pv: str) -> list[LMCall]:
+        with self._session() as s:
+            return list(s.scalars(select(LMCall).join(PromptLMCall, PromptLMCall.lm_call_id == LMCall.id)
+                                  .where(PromptLMCall.prompt_version == pv).order_by(LMCall.id)))
+
+    def prompt_versions(self, run_name: str) -> list[PromptVersion]:
+        """Prompt versions the run's generations use, with all their ancestors."""
+        return queries.prompt_versions(self, self.get_run(run_name).id)
+
+    def resolve_prompt_version(self, prefix: str) -> PromptVersion:
+        return queries.resolve_prefix(self, PromptVersion, prefix, "prompt version")
+
+    def resolve_weights_version(self, prefix: str) -> WeightsVersion:
+        return queries.resolve_prefix(self, WeightsVersion, prefix, "weights version")
+
+    def weights_chain(self, wv: str) -> list[str]:
+        """``wv`` then its parent, grandparent, ... up to the root."""
+        return queries.weights_chain(self, wv)
+
+    def list_runs(self) -> list[dict]:
+        return queries.list_runs(self)
+
+    def lineage(self, run_name: str) -> list[dict]:
+        """Every generation of the run as plain dicts (one query), ordered by index."""
+        run = self.get_run(run_name)
+        return queries.lineage(self, run.id, run.name)
