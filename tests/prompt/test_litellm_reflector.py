@@ -1,0 +1,148 @@
+"""The litellm reflector against a real OpenAI-compatible HTTP server on 127.0.0.1 (no paid API)."""
+
+import json
+import random
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from prompt_helpers import div_failure, empty_failure, rollout
+
+from evolve.prompt import (Candidate, MemoryRecorder, PromptEvolutionConfig, PromptEvolver, ReplayRecorder,
+                           build_reflective_dataset, make_reflector)
+from evolve.prompt.reflect.litellm_reflector import parse_reply
+
+
+class FakeOpenAI:
+    """Serves /v1/chat/completions from a script of replies: ("error", status) or (content, finish_reason)."""
+
+    def __init__(self):
+        self.script: list[tuple] = []
+        self.requests: list[dict] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append({"path": self.path, "body": body})
+                step = outer.script.pop(0) if outer.script else ('{"new_instruction": "default"}', "stop")
+                if step[0] == "error":
+                    data, status = json.dumps({"error": {"message": "overloaded", "type": "server_error"}}), step[1]
+                else:
+                    status = 200
+                    data = json.dumps({
+                        "id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
+                        "choices": [{"index": 0, "finish_reason": step[1],
+                                     "message": {"role": "assistant", "content": step[0]}}],
+                        "usage": {"prompt_tokens": 50, "completion_tokens": 7, "total_tokens": 57}})
+                raw = data.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = FakeOpenAI()
+    s.thread.start()
+    yield s
+    s.server.shutdown()
+    s.server.server_close()
+
+
+@pytest.fixture
+def fresh(server):
+    server.script.clear()
+    server.requests.clear()
+    return server
+
+
+def config(url, **kw):
+    kw = {"proposals_per_step": 1, **kw}
+    return PromptEvolutionConfig(reflection_lm="openai/local-reflector", api_base=url, retries=2, backoff_s=0.0,
+                                 timeout_s=10, components=("system",), **kw)
+
+
+def dataset(cfg):
+    rs = [empty_failure("a"), div_failure("b"), rollout("c", True)]
+    return build_reflective_dataset(rs, cfg, random.Random(0))
+
+
+SEED = Candidate({"system": "Write a Python function."})
+
+
+def test_reply_parsing_rejects_empty_truncated_and_malformed():
+    assert parse_reply('{"new_instruction": "Be careful."}', "stop", 100) == ("Be careful.", None)
+    assert parse_reply('```json\n{"new_instruction": "X"}\n```', "stop", 100) == ("X", None)
+    assert parse_reply("```\nPlain fenced\n```", "stop", 100) == ("Plain fenced", None)
+    assert parse_reply('{"new_instruction": "Cut', "length", 100)[0] is None
+    assert "empty" in parse_reply("  ", "stop", 100)[1]
+    assert "fence" in parse_reply("```\nno end", "stop", 100)[1]
+    assert "JSON" in parse_reply('{"new_instruction": "unclosed', "stop", 100)[1]
+    assert "longer" in parse_reply("x" * 101, "stop", 100)[1]
+
+
+def test_proposal_through_the_local_server_is_recorded(fresh):
+    fresh.script[:] = [('{"new_instruction": "Handle empty lists and use // for integers."}', "stop")]
+    rec = MemoryRecorder()
+    cfg = config(fresh.url)
+    drafts = make_reflector(cfg, rec).reflect(SEED, dataset(cfg), random.Random(0), 1)
+    assert drafts[0].error is None
+    assert drafts[0].components == {"system": "Handle empty lists and use // for integers."}
+    (req,) = fresh.requests
+    assert req["path"] == "/v1/chat/completions" and req["body"]["model"] == "local-reflector"
+    prompt = req["body"]["messages"][0]["content"]
+    assert "Write a Python function." in prompt and "ValueError" in prompt and "new_instruction" in prompt
+    (call,) = rec.calls
+    assert call.model == "openai/local-reflector" and call.error is None and call.tokens["prompt"] == 50
+    assert drafts[0].lm_call_ids == [call.id]
+
+
+def test_errors_are_retried_then_succeed(fresh):
+    fresh.script[:] = [("error", 500), ("error", 503), ('{"new_instruction": "Third time."}', "stop")]
+    cfg = config(fresh.url)
+    drafts = make_reflector(cfg, MemoryRecorder()).reflect(SEED, dataset(cfg), random.Random(0), 1)
+    assert drafts[0].components == {"system": "Third time."}
+    assert len(fresh.requests) == 3
+
+
+def test_persistent_errors_become_a_recorded_failed_proposal_and_the_run_goes_on(fresh):
+    fresh.script[:] = [("error", 500)] * 3 + [('{"new_instruction": "Later."}', "stop")]
+    rec = MemoryRecorder()
+    cfg = config(fresh.url, proposals_per_step=2)
+    ev = PromptEvolver(cfg, make_reflector(cfg, rec), SEED)
+    props = ev.propose(SEED, [empty_failure("a")], random.Random(0))
+    assert [p.candidate.components["system"] for p in props] == ["Later."]
+    assert len(ev.failed) == 1 and "InternalServerError" in ev.failed[0]["error"]
+    assert rec.calls[0].error and rec.calls[0].response is None and rec.calls[1].error is None
+
+
+def test_truncated_reply_is_rejected_never_a_prompt(fresh):
+    fresh.script[:] = [('{"new_instruction": "Handle the empty', "length"), ("", "stop")]
+    rec = MemoryRecorder()
+    cfg = config(fresh.url, proposals_per_step=2)
+    ev = PromptEvolver(cfg, make_reflector(cfg, rec), SEED)
+    assert ev.propose(SEED, [empty_failure("a")], random.Random(0)) == []
+    assert [f["error"].split(":")[0] for f in ev.failed] == ["rejected", "rejected"]
+    assert "truncated" in ev.failed[0]["error"] and "empty" in ev.failed[1]["error"]
+    assert len(rec.calls) == 2  # both recorded
+
+
+def test_replay_needs_no_server(fresh):
+    fresh.script[:] = [('{"new_instruction": "Recorded."}', "stop")]
+    rec = MemoryRecorder()
+    cfg = config(fresh.url)
+    live = make_reflector(cfg, rec).reflect(SEED, dataset(cfg), random.Random(0), 1)
+    n = len(fresh.requests)
+    again = make_reflector(cfg, ReplayRecorder(rec)).reflect(SEED, dataset(cfg), random.Random(0), 1)
+    assert len(fresh.requests) == n
+    assert again[0].components == live[0].components == {"system": "Recorded."}
