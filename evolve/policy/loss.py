@@ -77,7 +77,7 @@ def grpo_loss(
             raise ValueError("beta != 0 needs ref_logp")
         kl = k3_kl(logp, ref_logp)
         per_token = per_token + beta * kl
-        kl_mean = float((kl * mask).sum() / mask.sum().clamp(min=1.0))
+        kl_mean = float((kl.detach() * mask).sum() / mask.sum().clamp(min=1.0))
     loss = aggregate(per_token, mask, loss_type, max_completion_length, num_items)
     m = mask.bool()
     clip_fraction = float(clip_active[m].float().mean()) if m.any() else 0.0

@@ -6,7 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from evolve.errors import ConfigError, EvolveError
+from evolve.errors import EvolveError
 from evolve.policy.sample import Sample
 from evolve.policy.spec import PolicySpec
 from evolve.policy.stats import UpdateStats
@@ -73,10 +73,9 @@ class Policy:
 
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        if self.model is None:
-            raise EvolveError(FROZEN_MESSAGE)
-        self.model.save_pretrained(str(d), safe_serialization=True)
-        self.tokenizer.save_pretrained(str(d))
+        if self.model is not None:  # an API model (litellm) has no weights: only the sampler/RNG state
+            self.model.save_pretrained(str(d), safe_serialization=True)
+            self.tokenizer.save_pretrained(str(d))
         if self.updater is not None:
             import io
 
@@ -98,11 +97,12 @@ class Policy:
 def load_policy(spec: PolicySpec, checkpoint_dir: str | Path | None = None) -> Policy:
     """Build the policy a spec describes; with ``checkpoint_dir``, restore weights and all training state."""
     if spec.backend == "litellm":
-        if checkpoint_dir is not None:
-            raise ConfigError("the litellm backend has no weights checkpoint to load")
         from evolve.policy.backends.litellm_backend import LitellmBackend
 
-        return Policy(spec, LitellmBackend(spec.litellm, spec.sampling))
+        policy = Policy(spec, LitellmBackend(spec.litellm, spec.sampling))
+        if checkpoint_dir is not None:
+            _restore_sampler(policy, Path(checkpoint_dir))
+        return policy
     import torch
 
     from evolve.policy.model_io import load_model, load_reference, load_tokenizer, resolve_model_path
@@ -132,9 +132,14 @@ def load_policy(spec: PolicySpec, checkpoint_dir: str | Path | None = None) -> P
         restore_rng_state((ckpt / RNG_STATE).read_bytes())
     backend = _make_backend(spec, model, tokenizer, base)
     policy = Policy(spec, backend, model, tokenizer, updater, base)
-    if ckpt is not None and (ckpt / SAMPLER_STATE).exists():
-        policy.generate_calls = int(json.loads((ckpt / SAMPLER_STATE).read_text())["generate_calls"])
+    if ckpt is not None:
+        _restore_sampler(policy, ckpt)
     return policy
+
+
+def _restore_sampler(policy: Policy, ckpt: Path) -> None:
+    if (ckpt / SAMPLER_STATE).exists():
+        policy.generate_calls = int(json.loads((ckpt / SAMPLER_STATE).read_text())["generate_calls"])
 
 
 def _make_backend(spec: PolicySpec, model, tokenizer, base: str):
