@@ -101,7 +101,7 @@ def register(app: typer.Typer) -> None:
         components = load_seed_prompt(cfg.seed_prompt)
         store = _open_store(db)
         run_name = name or new_run_name(cfg)
-        if store.has_run(run_name):
+        if store.find_run(run_name) is not None:
             raise EvolveError(f"run {run_name!r} already exists; continue it with `evolve resume {run_name}`")
         with StatusPrinter(cfg.generations) as printer:
             spec_dict = spec.model_dump(mode="json")
@@ -111,7 +111,7 @@ def register(app: typer.Typer) -> None:
                 store.create_run(run_name, {"loop": cfg.to_dict(), "policy_spec": spec_dict,
                                             "seed_prompt": components})
                 printer.say(f"run [bold]{run_name}[/bold]: mode {cfg.mode}, reward {cfg.reward}, "
-                            f"{cfg.generations} generations, db {store.url}")
+                            f"{cfg.generations} generations, db {store.target.label}")
                 gid, wv, metrics, state = initial_generation(session)
                 printer.say(status_line(0, metrics, None, None).split(" | train")[0]
                             + f" | held-out pass@1 {metrics['heldout']['pass@1']:.3f} (initial)")

@@ -34,7 +34,7 @@ class LoopConfig:
     """Task suite: "tiny-coder" (the gym) or "humaneval"."""
     pipeline: str | None = None
     """Verifier pipeline TOML; None = the built-in default."""
-    seed_prompt: str = "prompts/seed.toml"
+    seed_prompt: str = "prompts/tiny-coder.toml"
     """Seed prompt candidate (TOML with a [components] table)."""
     tasks_per_generation: int = 8
     """Train tasks rolled out per generation."""

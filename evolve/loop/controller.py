@@ -5,6 +5,7 @@ job (see ``evolve.loop.runner``), so replay can run the very same function.
 
 from __future__ import annotations
 
+import random
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -93,7 +94,7 @@ def run_generation(ctx: LoopContext, state: LoopState, index: int, seeds: Genera
     reused: list[Rollout] = []
     if ctx.learn_prompt:  # 5-7. reflect on the routed failures, evaluate proposals, accept
         with timer.phase("reflect"):
-            rng = np.random.default_rng(seeds.reflect)
+            rng = random.Random(seeds.reflect)
             proposals = ctx.evolver.propose(prompt, routing.reflection_rollouts + routing.contrast_rollouts, rng)
         with timer.phase("proposal_eval"):
             reused = _evaluate_proposals(ctx, prompt, proposals, routing, tasks, seeds, random_seed, out)
@@ -146,13 +147,13 @@ def _evaluate_proposals(ctx, parent: Candidate, proposals, routing, tasks, seeds
         rolls = evaluate(proposal.candidate, mb_tasks, cfg.minibatch_samples, seeds.reflect)
         scores = task_scores(rolls)
         record = {"proposal": proposal, "minibatch": scores, "parent_minibatch": parent_scores, "accepted": False}
-        if ctx.evolver.accept(proposal, scores, parent_scores):
+        if ctx.evolver.accept(proposal, scores, parent_scores, metric_calls=len(rolls)):
             if parent_val is None:
                 parent_val = evaluate(parent, ctx.val_tasks, cfg.val_samples, seeds.reflect + 1)
-                ctx.evolver.observe_val(parent, task_scores(parent_val))
+                ctx.evolver.observe_val(parent, task_scores(parent_val), metric_calls=len(parent_val))
                 on_policy[parent.id] = parent_mb + parent_val
             cand_val = evaluate(proposal.candidate, ctx.val_tasks, cfg.val_samples, seeds.reflect + 1)
-            ctx.evolver.observe_val(proposal.candidate, task_scores(cand_val))
+            ctx.evolver.observe_val(proposal.candidate, task_scores(cand_val), metric_calls=len(cand_val))
             on_policy[proposal.candidate.id] = rolls + cand_val
             record.update(accepted=True, val=task_scores(cand_val), parent_val=task_scores(parent_val))
         out.proposals.append(record)

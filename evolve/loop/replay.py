@@ -41,8 +41,8 @@ class ReplayReport:
 
 def replay_generation(store, ref: str, say=lambda s: None) -> ReplayReport:
     gen = store.resolve_generation(ref)
-    run_row = store.get_run_by_id(gen.run_id)
-    recorded_weights = store.get_weights_version(gen.weights_version).stats.get("weights_sha256")
+    run_row = store.get_run(store.generation_name(gen).rsplit(":", 1)[0])
+    recorded_weights = store.get_weights_version(gen.weights_version).weights_sha256
     recorder = StoreReplayRecorder(store)
     if gen.parent_id is None:  # generation 0: rebuild the initial state from the run's config
         from evolve.loop.config import LoopConfig

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import tempfile
 import time
-import tomllib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,16 +44,9 @@ class Session:
 # ---- building ----------------------------------------------------------------------------------
 
 def load_seed_prompt(path: str) -> dict[str, str]:
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"seed prompt not found: {path}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: malformed TOML ({e})") from None
-    components = data.get("components")
-    if not isinstance(components, dict) or not all(isinstance(v, str) for v in components.values()):
-        raise ConfigError(f"{path}: needs a [components] table of strings")
-    return components
+    from evolve.prompt import load_seed_prompt as load
+
+    return dict(load(path).components)
 
 
 def load_suite(cfg: LoopConfig):
@@ -115,8 +107,9 @@ def commit_outcome(session: Session, gid: int, out: Outcome, parent_weights: str
     state_sha, policy_sha = store_state(art, ctx.policy, ctx.evolver.state_dict(), out.loop_state)
     if parent_weights is None or out.update_stats is not None:
         stats = {**(out.update_stats or {}), "weights_sha256": ctx.policy.weights_hash()}
-        wv = store.put_weights_version(policy_sha, parent_weights, session.spec.model,
-                                       kind=session.spec.finetune, optimizer_artifact=policy_sha, stats=stats)
+        kind = "adapter" if session.spec.finetune == "lora" else "full"
+        wv = store.put_weights_version(policy_sha, parent_weights, session.spec.model, kind=kind,
+                                       optimizer_artifact=policy_sha, stats=stats)
     else:
         wv = parent_weights
     ids = session.recorder.flush(store, gid) if hasattr(session.recorder, "flush") else {}
@@ -172,10 +165,11 @@ def run_generations(session: Session, parent_gid: int, parent_wv: str, parent_me
         if cfg.max_rollouts is not None and state.rollouts_spent >= cfg.max_rollouts:
             session.say(f"rollout budget spent ({state.rollouts_spent} >= {cfg.max_rollouts}); stopping")
             break
-        gid = session.store.begin_generation(session.run, parent_gid, {})
-        index = session.store.generation_index(gid)
+        index = next_index(session.store, session.run)
         seeds = GenerationSeeds.derive(cfg.seed, index)
-        session.store.set_generation_seeds(gid, seeds.to_dict())
+        gid = session.store.begin_generation(session.run, parent_gid, seeds.to_dict())
+        if session.store.get_generation(gid).index != index:
+            raise EvolveError(f"run {session.run} is being written by another process")
         seed_everything(seeds.sample)
         t0 = time.perf_counter()
         out = run_generation(session.ctx, state, index, seeds, parent_wv, parent_metrics.get("heldout"),
@@ -186,6 +180,17 @@ def run_generations(session: Session, parent_gid: int, parent_wv: str, parent_me
             on_generation(index, "done", out)
         parent_gid, parent_wv, parent_metrics, state = gid, wv, out.metrics, out.loop_state
     return parent_gid
+
+
+def next_index(store, run: str) -> int:
+    """The index ``begin_generation`` will give (seeds derive from it, so it is known first)."""
+    from sqlalchemy import func, select
+
+    from evolve.lineage.models import Generation
+
+    run_id = store.get_run(run).id
+    with store.session() as s:
+        return s.scalar(select(func.coalesce(func.max(Generation.index) + 1, 0)).where(Generation.run_id == run_id))
 
 
 def materialize_state(store, run: str, generation) -> tuple[Path, tempfile.TemporaryDirectory]:
