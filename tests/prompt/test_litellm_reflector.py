@@ -8,8 +8,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from prompt_helpers import div_failure, empty_failure, rollout
 
-from evolve.prompt import (Candidate, MemoryRecorder, PromptEvolutionConfig, PromptEvolver, ReplayRecorder,
-                           build_reflective_dataset, make_reflector)
+from evolve.prompt import (
+    Candidate,
+    MemoryRecorder,
+    PromptEvolutionConfig,
+    PromptEvolver,
+    ReplayRecorder,
+    build_reflective_dataset,
+    make_reflector,
+)
 from evolve.prompt.reflect.litellm_reflector import parse_reply
 
 
