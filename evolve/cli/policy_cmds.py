@@ -1,0 +1,136 @@
+"""`evolve eval`: pass@k (unbiased) of a policy spec or a lineage generation on a task suite.
+
+torch, transformers and the verifier are imported inside the command, so `evolve --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import typer
+
+from evolve.errors import ConfigError
+
+SUITES = ("tiny-coder", "humaneval")
+
+
+def load_suite_tasks(suite: str, split: str, n: int | None, seed: int):
+    if suite == "tiny-coder":
+        from evolve.gym import load_gym
+
+        return load_gym(split, seed=seed, n=n)
+    if suite == "humaneval":
+        from evolve.verification import load_humaneval
+
+        tasks = load_humaneval()
+        return tasks[:n] if n else tasks
+    raise ConfigError(f"unknown suite {suite!r}; expected one of {', '.join(SUITES)}")
+
+
+def default_prompt(suite: str) -> dict[str, str]:
+    path = Path("prompts") / f"{suite}.toml"
+    if not path.exists():
+        return {}
+    from evolve.prompt.seed import load_seed_prompt
+
+    return dict(load_seed_prompt(path).components)
+
+
+def _from_generation(ref: str, db: str | None, dest: Path):
+    """(spec, checkpoint dir or None, prompt components) of a committed lineage generation."""
+    from evolve.lineage import LineageStore
+    from evolve.policy import PolicySpec
+    from evolve.policy.policy import POLICY_META
+
+    store = LineageStore.open(db, create=False, auto_upgrade=False)
+    try:
+        gen = store.resolve_generation(ref)
+        run = store.generation_name(gen).rsplit(":", 1)[0]
+        if gen.status != "committed" or not gen.weights_version:
+            raise ConfigError(f"generation {ref} is not committed (status {gen.status})")
+        components = dict(store.get_prompt_version(gen.prompt_version).components) if gen.prompt_version else {}
+        wv = store.get_weights_version(gen.weights_version)
+        if wv.artifact_sha:
+            ckpt = store.artifacts(run).materialize_dir(wv.artifact_sha, dest / "policy")
+            meta = json.loads((Path(ckpt) / POLICY_META).read_text())
+            return PolicySpec.from_dict(meta["spec"], source=f"{ref} policy spec"), Path(ckpt), components
+        config = store.get_run(run).config or {}
+        spec_dict = config.get("policy") or config.get("spec")
+        if not spec_dict:
+            raise ConfigError(f"generation {ref} has no checkpoint and its run records no policy spec")
+        return PolicySpec.from_dict(spec_dict, source=f"run {run} policy spec"), None, components
+    finally:
+        store.close()
+
+
+def eval_cmd(
+    generation: str | None = typer.Argument(None, help="A lineage generation RUN:INDEX (or id) to evaluate."),
+    policy: Path | None = typer.Option(None, "--policy", help="A policy spec TOML (instead of GEN)."),
+    suite: str = typer.Option("tiny-coder", "--suite", help=f"Task suite: {', '.join(SUITES)}."),
+    split: str = typer.Option("heldout", "--split", help="Suite split (tiny-coder: train | heldout)."),
+    samples: int = typer.Option(16, "--samples", min=1, help="Samples per task (n in pass@k)."),
+    k: str = typer.Option("1,4,16", "--k", help="Comma-separated k values (those above --samples are dropped)."),
+    prompt: Path | None = typer.Option(None, "--prompt", help="Seed-prompt TOML; default: GEN's prompt "
+                                       "version, else prompts/<suite>.toml."),
+    n_tasks: int | None = typer.Option(None, "--tasks", min=1, help="Evaluate a deterministic subset of tasks."),
+    seed: int = typer.Option(0, "--seed", help="Sampling seed (and gym task seed)."),
+    jobs: int = typer.Option(2, "--jobs", min=1, help="Verifier worker processes."),
+    pipeline: Path | None = typer.Option(None, "--pipeline", help="Verification pipeline TOML."),
+    db: str | None = typer.Option(None, "--db", help="Lineage database (for GEN)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON output."),
+) -> None:
+    """pass@k with the unbiased estimator, per task and overall."""
+    from evolve.policy.evaluate import evaluate_pass_at_k, parse_ks
+
+    if (generation is None) == (policy is None):
+        raise ConfigError("give exactly one of GEN (RUN:INDEX) or --policy SPEC")
+    ks = parse_ks(k, samples)
+    tasks = load_suite_tasks(suite, split, n_tasks, seed)
+    if not tasks:
+        raise ConfigError(f"suite {suite!r} split {split!r} has no tasks")
+    from evolve.policy import PolicySpec, load_policy
+    from evolve.verification import Verifier, load_pipeline
+
+    with tempfile.TemporaryDirectory(prefix="evolve-eval-") as tmp:
+        if generation is not None:
+            spec, ckpt, components = _from_generation(generation, db, Path(tmp))
+        else:
+            spec, ckpt, components = PolicySpec.from_toml(policy), None, default_prompt(suite)
+        if prompt is not None:
+            from evolve.prompt.seed import load_seed_prompt
+
+            components = dict(load_seed_prompt(prompt).components)
+        pol = load_policy(spec, checkpoint_dir=ckpt)
+        with Verifier(load_pipeline(str(pipeline)) if pipeline else None, jobs=jobs) as verifier:
+            report = evaluate_pass_at_k(pol, tasks, components, samples, ks, verifier, seed=seed)
+        pol.close()
+    report.update({"suite": suite, "split": split, "source": generation or str(policy), "model": spec.model})
+    if as_json:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        return
+    _print_report(report, ks)
+
+
+def _print_report(report: dict, ks: list[int]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table("task", "n", "c", *[f"pass@{k}" for k in ks], title=f"{report['source']} on {report['suite']}"
+              f"/{report['split']} ({report['n_tasks']} tasks x {report['samples']} samples)")
+    for tid, row in report["tasks"].items():
+        t.add_row(tid, str(row["n"]), str(row["c"]), *[f"{row[f'pass@{k}']:.3f}" for k in ks])
+    t.add_section()
+    t.add_row("overall", "", "", *[f"{report['overall'][f'pass@{k}']:.3f}" for k in ks])
+    con = Console(highlight=False)
+    con.print(t)
+    if report["failure_classes"]:
+        con.print("failures: " + ", ".join(f"{c} {n}" for c, n in report["failure_classes"].items()))
+    for key in ks:
+        con.print(f"pass@{key}={report['overall'][f'pass@{key}']:.4f}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval")(eval_cmd)
