@@ -58,7 +58,7 @@ def _from_generation(ref: str, db: str | None, dest: Path):
             meta = json.loads((Path(ckpt) / POLICY_META).read_text())
             return PolicySpec.from_dict(meta["spec"], source=f"{ref} policy spec"), Path(ckpt), components
         config = store.get_run(run).config or {}
-        spec_dict = config.get("policy") or config.get("spec")
+        spec_dict = config.get("policy_spec")
         if not spec_dict:
             raise ConfigError(f"generation {ref} has no checkpoint and its run records no policy spec")
         return PolicySpec.from_dict(spec_dict, source=f"run {run} policy spec"), None, components

@@ -17,10 +17,8 @@ def resolve_model_path(spec: PolicySpec) -> str:
             from evolve.policy.tiny import BootstrapConfig, ensure_tiny_model
         except ImportError as e:
             raise EvolveError(f"the tiny-coder model builder is not available: {e}") from None
-        boot = dict(spec.bootstrap)
-        preset = boot.pop("preset", None)
-        cfg = BootstrapConfig.preset(preset) if preset and not boot else BootstrapConfig.from_dict(spec.bootstrap)
-        return str(ensure_tiny_model(cfg, runs_dir=None, progress=True))
+        # A preset plus overrides; builds (minutes) on first use, then cached under runs/models/.
+        return str(ensure_tiny_model(BootstrapConfig.from_dict(spec.bootstrap), runs_dir=None, progress=True))
     path = Path(spec.model).expanduser()
     if path.exists():
         if not (path / "config.json").exists():

@@ -17,6 +17,6 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     import torch
 
     torch.set_num_threads(1)
-    from tinymodel import build_tiny_model
+    from evolve.policy.randmodel import build_random_model
 
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+    return build_random_model(tmp_path_factory.mktemp("tiny") / "model")

@@ -7,7 +7,7 @@ import torch
 
 from evolve.errors import EvolveError
 from evolve.policy import PolicySpec, load_policy
-from evolve.policy.updater import collate, completion_logprobs, _Row
+from evolve.policy.updater import _Row, collate, completion_logprobs
 from evolve.rollout import Rollout
 
 PROMPTS = [

@@ -27,7 +27,9 @@ def test_shipped_spec_values():
 
 def test_spec_is_frozen():
     spec = PolicySpec()
-    with pytest.raises(Exception):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
         spec.model = "x"  # type: ignore[misc]
 
 

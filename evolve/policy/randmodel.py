@@ -1,6 +1,7 @@
-"""A tiny random Qwen2 model + byte-level BPE tokenizer with a chat template, built offline in ~1 s.
+"""A tiny RANDOM Qwen2 model + byte-level BPE tokenizer with a chat template, built offline in ~1 s.
 
-Used by the policy tests and the GRPO benchmark, so they need neither the hub nor the bootstrap.
+For tests, benchmarks and smoke runs that need a real HF model but neither the hub nor the
+tiny-coder bootstrap (`evolve.policy.tiny`, which trains a model that can actually code).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ CORPUS = [
 ] * 20
 
 
-def build_tiny_model(dest: str | Path, hidden: int = 32, layers: int = 2, vocab: int = 320, seed: int = 0) -> Path:
+def build_random_model(dest: str | Path, hidden: int = 32, layers: int = 2, vocab: int = 320, seed: int = 0) -> Path:
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
