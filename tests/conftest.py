@@ -1,0 +1,34 @@
+"""Shared test fixtures. Offline by construction: no hub, no telemetry, no cost-map fetch."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir() -> Path:
+    """The CI-preset tiny-coder model (built once per machine under <repo>/runs/models, then cached)."""
+    import torch
+
+    from evolve.policy.tiny import BootstrapConfig, ensure_tiny_model
+
+    torch.set_num_threads(1)
+    return ensure_tiny_model(BootstrapConfig.preset("ci"), runs_dir=REPO / "runs", progress=False)
+
+
+@pytest.fixture(scope="session")
+def gym_tasks():
+    """A small deterministic list of tiny-coder tasks: 8 held-out, then 8 train."""
+    from evolve.gym import load_gym
+
+    return load_gym("heldout", seed=0, n=8) + load_gym("train", seed=0, n=8)
