@@ -8,8 +8,7 @@ from collections import Counter
 import pytest
 
 from evolve.errors import ConfigError
-from evolve.gym import BUG_MODES, NOTES, SEED_INSTRUCTION, load_gym, load_suite, teacher_solution
-from evolve.gym import check
+from evolve.gym import BUG_MODES, NOTES, SEED_INSTRUCTION, check, load_gym, load_suite, teacher_solution
 from evolve.gym.grammar import composition_from_names
 from evolve.gym.suite import read_suite_toml
 

@@ -16,7 +16,7 @@ from evolve.util.hashing import content_hash
 class BootstrapConfig:
     """How `evolve bootstrap` builds the default model. Same config => identical tokenizer and weights."""
 
-    preset: str = "default"  # name of the preset it started from (informational)
+    preset_name: str = "default"  # the preset it started from (informational)
     seed: int = 0  # seeds model init, corpus sampling and batch order
     gym_seed: int = 0  # task seed of the gym (which variants / inputs)
     # tokenizer
@@ -66,7 +66,7 @@ class BootstrapConfig:
         name = name or "default"
         if name not in PRESETS:
             raise ConfigError(f"unknown bootstrap preset {name!r}; expected one of {sorted(PRESETS)}")
-        return cls(preset=name, **PRESETS[name])
+        return cls(preset_name=name, **PRESETS[name])
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> BootstrapConfig:
