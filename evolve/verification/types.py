@@ -23,6 +23,21 @@ class TestCase:
 
     inputs: tuple
     expected: Any
+    # How the parent compares: "eq" (==, exact types when the pipeline says strict), "close"
+    # (abs(got - expected) <= tol, or math.isclose when tol is 0), "truthy", "falsy".
+    compare: str = "eq"
+    tol: float = 0.0
+
+
+def _test_dict(t: TestCase) -> dict:
+    d = {"inputs": list(t.inputs), "expected": t.expected}
+    if t.compare != "eq" or t.tol:  # keep the plain form (and its content hash) for plain tests
+        d.update(compare=t.compare, tol=t.tol)
+    return d
+
+
+def _test_from(d: dict) -> TestCase:
+    return TestCase(tuple(d["inputs"]), d["expected"], d.get("compare", "eq"), float(d.get("tol", 0.0)))
 
 
 @dataclass(frozen=True)
@@ -44,16 +59,16 @@ class Task:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d["visible_tests"] = [{"inputs": list(t.inputs), "expected": t.expected} for t in self.visible_tests]
-        d["hidden_tests"] = [{"inputs": list(t.inputs), "expected": t.expected} for t in self.hidden_tests]
+        d["visible_tests"] = [_test_dict(t) for t in self.visible_tests]
+        d["hidden_tests"] = [_test_dict(t) for t in self.hidden_tests]
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> Task:
         return cls(
             task_id=d["task_id"], prompt=d["prompt"], entry_point=d["entry_point"],
-            visible_tests=tuple(TestCase(tuple(t["inputs"]), t["expected"]) for t in d.get("visible_tests", ())),
-            hidden_tests=tuple(TestCase(tuple(t["inputs"]), t["expected"]) for t in d.get("hidden_tests", ())),
+            visible_tests=tuple(_test_from(t) for t in d.get("visible_tests", ())),
+            hidden_tests=tuple(_test_from(t) for t in d.get("hidden_tests", ())),
             check_code=d.get("check_code"), canonical_solution=d.get("canonical_solution"),
             suite=d.get("suite", ""), meta=dict(d.get("meta") or {}),
         )

@@ -1,0 +1,67 @@
+"""The Stage protocol, the context stages read, and the shared trace helpers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from evolve.verification.types import StageResult, Task, TestCase
+
+if TYPE_CHECKING:
+    from evolve.verification.pipeline import Pipeline, StageConfig
+    from evolve.verification.reply import Reply
+
+MAX_REPR = 200  # per input / expected / got in a trace
+MAX_TRACE = 1000  # a whole stage trace
+
+
+@dataclass
+class StageContext:
+    """Everything a stage may read about one sample. Expected values never left this process."""
+
+    task: Task
+    completion: str
+    program: str
+    reply: Reply
+    pipeline: Pipeline
+    visible: tuple[TestCase, ...]  # tests shown to the model, first in the job's call list
+    hidden: tuple[TestCase, ...]  # never shown; expected values stay here
+    weak_reason: str = ""  # non-empty: hidden tests are the task's check() run in the sandbox
+    baseline_time_s: float | None = None  # the canonical solution's test time (perf stage)
+    extra: dict = field(default_factory=dict)
+
+
+class Stage(Protocol):
+    """One verification stage. ``run`` returns a StageResult with a score in [0, 1]."""
+
+    name: str
+
+    def applies(self, ctx: StageContext) -> bool:
+        """False when the stage has nothing to check (e.g. a task without visible tests)."""
+        ...
+
+    def run(self, ctx: StageContext, cfg: StageConfig) -> StageResult: ...
+
+
+def short(value: object, limit: int = MAX_REPR) -> str:
+    text = value if isinstance(value, str) and limit < 0 else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def clip(text: str, limit: int = MAX_TRACE) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def call_repr(entry: str, inputs: tuple) -> str:
+    return clip(f"{entry}({', '.join(short(a, 80) for a in inputs)})", MAX_REPR)
+
+
+def make_stage(name: str) -> Stage:
+    from evolve.verification.stages.compile import CompileStage
+    from evolve.verification.stages.lint import LintStage
+    from evolve.verification.stages.perf import PerfStage
+    from evolve.verification.stages.tests import TestStage
+
+    table = {"compile": CompileStage, "visible": lambda: TestStage("visible"),
+             "hidden": lambda: TestStage("hidden"), "lint": LintStage, "perf": PerfStage}
+    return table[name]()

