@@ -87,18 +87,20 @@ def eval_cmd(
 
     if (generation is None) == (policy is None):
         raise ConfigError("give exactly one of GEN (RUN:INDEX) or --policy SPEC")
+    from evolve.policy import PolicySpec, load_policy
+
     ks = parse_ks(k, samples)
+    spec = PolicySpec.from_toml(policy) if policy is not None else None
     tasks = load_suite_tasks(suite, split, n_tasks, seed)
     if not tasks:
         raise ConfigError(f"suite {suite!r} split {split!r} has no tasks")
-    from evolve.policy import PolicySpec, load_policy
     from evolve.verification import Verifier, load_pipeline
 
     with tempfile.TemporaryDirectory(prefix="evolve-eval-") as tmp:
-        if generation is not None:
+        if spec is None:
             spec, ckpt, components = _from_generation(generation, db, Path(tmp))
         else:
-            spec, ckpt, components = PolicySpec.from_toml(policy), None, default_prompt(suite)
+            ckpt, components = None, default_prompt(suite)
         if prompt is not None:
             from evolve.prompt.seed import load_seed_prompt
 

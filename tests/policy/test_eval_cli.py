@@ -1,0 +1,53 @@
+"""`evolve eval` through the real CLI entry point (subprocess): outputs and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _evolve(*args, cwd=ROOT):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "EVOLVE_RUNS_DIR": os.environ.get("EVOLVE_RUNS_DIR", "")}
+    env = {k: v for k, v in env.items() if v}
+    return subprocess.run([sys.executable, "-m", "evolve", "eval", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=300, env=env)
+
+
+@pytest.mark.parametrize("args,needle", [
+    ((), "exactly one of GEN"),
+    (("run:0", "--policy", "policies/tiny-coder.toml"), "exactly one of GEN"),
+    (("--policy", "policies/nope.toml", "--tasks", "1"), "not found"),
+    (("--policy", "policies/tiny-coder-ci.toml", "--suite", "mbpp"), "unknown suite"),
+    (("--policy", "policies/tiny-coder-ci.toml", "--samples", "2", "--k", "4"), "exceeds --samples"),
+])
+def test_bad_input_is_one_line_exit_2(args, needle):
+    p = _evolve(*args)
+    assert p.returncode == 2, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in p.stderr
+
+
+def test_unknown_generation_is_one_line(tmp_path):
+    p = _evolve("nope:3", "--db", f"sqlite:///{tmp_path / 'missing.db'}", "--tasks", "1")
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert len([ln for ln in p.stderr.splitlines() if ln.strip()]) == 1
+
+
+def test_eval_policy_json(tiny_model_dir, tmp_path):
+    spec = tmp_path / "p.toml"
+    spec.write_text(f'model = "{tiny_model_dir}"\n[sampling]\nmax_new_tokens = 12\n')
+    p = _evolve("--policy", str(spec), "--suite", "tiny-coder", "--split", "heldout", "--samples", "4",
+                "--k", "1,4", "--tasks", "3", "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    report = json.loads(p.stdout)
+    assert report["n_tasks"] == 3 and report["ks"] == [1, 4] and set(report["overall"]) == {"pass@1", "pass@4"}
+    assert all(row["n"] == 4 for row in report["tasks"].values())
+    # A random model writes no working code: every sample fails, and the failures are classified.
+    assert report["overall"]["pass@4"] == 0.0 and sum(report["failure_classes"].values()) == 12
