@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory) -> Path:
+def random_model_dir(tmp_path_factory) -> Path:
     import torch
 
     torch.set_num_threads(1)

@@ -40,9 +40,9 @@ def test_unknown_generation_is_one_line(tmp_path):
     assert len([ln for ln in p.stderr.splitlines() if ln.strip()]) == 1
 
 
-def test_eval_policy_json(tiny_model_dir, tmp_path):
+def test_eval_policy_json(random_model_dir, tmp_path):
     spec = tmp_path / "p.toml"
-    spec.write_text(f'model = "{tiny_model_dir}"\n[sampling]\nmax_new_tokens = 12\n')
+    spec.write_text(f'model = "{random_model_dir}"\n[sampling]\nmax_new_tokens = 12\n')
     p = _evolve("--policy", str(spec), "--suite", "tiny-coder", "--split", "heldout", "--samples", "4",
                 "--k", "1,4", "--tasks", "3", "--json")
     assert p.returncode == 0, p.stderr[-2000:]

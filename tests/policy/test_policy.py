@@ -34,8 +34,8 @@ def _rollouts(samples, rewards) -> list[list[Rollout]]:
     return groups
 
 
-def test_generate_is_deterministic_and_logprobs_match_a_forward(tiny_model_dir):
-    policy = load_policy(_spec(tiny_model_dir, sampling={"temperature": 0.7}))
+def test_generate_is_deterministic_and_logprobs_match_a_forward(random_model_dir):
+    policy = load_policy(_spec(random_model_dir, sampling={"temperature": 0.7}))
     a = policy.generate(PROMPTS, n=4, seed=11)
     b = policy.generate(PROMPTS, n=4, seed=11)
     c = policy.generate(PROMPTS, n=4, seed=12)
@@ -58,8 +58,8 @@ def test_generate_is_deterministic_and_logprobs_match_a_forward(tiny_model_dir):
         assert torch.allclose(got, torch.tensor(s.logprobs), atol=1e-4), float((got - torch.tensor(s.logprobs)).abs().max())
 
 
-def test_update_changes_weights_and_reports_zero_variance(tiny_model_dir):
-    policy = load_policy(_spec(tiny_model_dir, optimizer={"lr": 1e-3}))
+def test_update_changes_weights_and_reports_zero_variance(random_model_dir):
+    policy = load_policy(_spec(random_model_dir, optimizer={"lr": 1e-3}))
     samples = policy.generate(PROMPTS, n=4, seed=0)
     before = policy.weights_hash()
     groups = _rollouts(samples, [[1, 0, 0, 1], [0, 0, 0, 0], [0.5, 1, 0, 0]])
@@ -79,8 +79,8 @@ def test_update_changes_weights_and_reports_zero_variance(tiny_model_dir):
     assert policy.weights_hash() == h
 
 
-def test_ngrpo_learns_from_all_fail_groups_with_kl_and_inner_epochs(tiny_model_dir):
-    spec = _spec(tiny_model_dir, grpo={"advantage": "ngrpo", "loss_type": "dapo", "epsilon_low": 0.16,
+def test_ngrpo_learns_from_all_fail_groups_with_kl_and_inner_epochs(random_model_dir):
+    spec = _spec(random_model_dir, grpo={"advantage": "ngrpo", "loss_type": "dapo", "epsilon_low": 0.16,
                                        "epsilon_high": 0.24, "beta": 0.05, "num_iterations": 3,
                                        "micro_batch_size": 5}, optimizer={"lr": 1e-2})
     policy = load_policy(spec)
@@ -102,8 +102,8 @@ def _train_steps(policy, steps, seed0):
 
 
 @pytest.mark.parametrize("finetune", ["full", "lora"])
-def test_checkpoint_resume_is_bit_exact(tiny_model_dir, tmp_path, finetune):
-    spec = _spec(tiny_model_dir, finetune=finetune, optimizer={"lr": 5e-3, "warmup_steps": 2,
+def test_checkpoint_resume_is_bit_exact(random_model_dir, tmp_path, finetune):
+    spec = _spec(random_model_dir, finetune=finetune, optimizer={"lr": 5e-3, "warmup_steps": 2,
                                                                 "scheduler": "cosine", "total_steps": 6},
                  lora={"r": 4, "target_modules": ["q_proj", "v_proj"]})
     straight = load_policy(spec)
@@ -121,11 +121,11 @@ def test_checkpoint_resume_is_bit_exact(tiny_model_dir, tmp_path, finetune):
     assert resumed.updater.scheduler.get_last_lr() == straight.updater.scheduler.get_last_lr()
 
 
-def test_lora_adapter_loads_with_plain_peft_and_full_with_plain_transformers(tiny_model_dir, tmp_path):
+def test_lora_adapter_loads_with_plain_peft_and_full_with_plain_transformers(random_model_dir, tmp_path):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    lora = load_policy(_spec(tiny_model_dir, finetune="lora", optimizer={"lr": 1e-2}))
+    lora = load_policy(_spec(random_model_dir, finetune="lora", optimizer={"lr": 1e-2}))
     base_hash = lora.weights_hash()
     samples = lora.generate(PROMPTS, n=4, seed=0)
     lora.update(_rollouts(samples, [[1, 0, 0, 1], [0, 1, 0, 0], [1, 1, 0, 0]]))
@@ -134,14 +134,14 @@ def test_lora_adapter_loads_with_plain_peft_and_full_with_plain_transformers(tin
     assert trainable and all("lora_" in n for n in trainable)
     d = lora.save(tmp_path / "lora")
     assert (d / "adapter_config.json").exists() and (d / "adapter_model.safetensors").exists()
-    plain = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), str(d))
+    plain = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(random_model_dir), str(d))
     ids = torch.tensor([samples[0][0].prompt_ids])
     with torch.no_grad():
         want = lora.model(input_ids=ids).logits
         got = plain(input_ids=ids).logits
     assert torch.allclose(want, got, atol=1e-6)
 
-    full = load_policy(_spec(tiny_model_dir))
+    full = load_policy(_spec(random_model_dir))
     full.update(_rollouts(full.generate(PROMPTS, n=4, seed=1), [[1, 0, 0, 1], [0, 1, 0, 0], [1, 1, 0, 0]]))
     d2 = full.save(tmp_path / "full")
     reloaded = AutoModelForCausalLM.from_pretrained(str(d2))
@@ -149,8 +149,8 @@ def test_lora_adapter_loads_with_plain_peft_and_full_with_plain_transformers(tin
         assert torch.equal(full.model(input_ids=ids).logits, reloaded(input_ids=ids).logits)
 
 
-def test_rollouts_without_token_ids_cannot_train(tiny_model_dir):
-    policy = load_policy(_spec(tiny_model_dir))
+def test_rollouts_without_token_ids_cannot_train(random_model_dir):
+    policy = load_policy(_spec(random_model_dir))
     groups = [[Rollout(task_id="t", group=0, sample_index=i, prompt_version="p", weights_version="w",
                        messages=[], prompt_text="", completion="x", reward=float(i)) for i in range(2)]]
     with pytest.raises(EvolveError, match="no token ids"):

@@ -56,12 +56,12 @@ def _trl_loss_and_grads(model, tmp_path, loss_type, scale, inputs):
 
 
 @pytest.mark.parametrize("loss_type,scale", [("grpo", "group"), ("dr_grpo", "none")])
-def test_loss_and_grads_match_trl(tiny_model_dir, tmp_path, loss_type, scale):
+def test_loss_and_grads_match_trl(random_model_dir, tmp_path, loss_type, scale):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch.manual_seed(0)
-    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
-    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(random_model_dir)
+    base = AutoModelForCausalLM.from_pretrained(random_model_dir, dtype=torch.float32)
     ours_model, trl_model = copy.deepcopy(base), copy.deepcopy(base)
     prompts, completions, lens, rewards = _batch(base.config.vocab_size)
     adv = _trl_advantages(rewards, scale)
@@ -78,7 +78,7 @@ def test_loss_and_grads_match_trl(tiny_model_dir, tmp_path, loss_type, scale):
 
     # Ours: the real updater path (advantages from our estimator with TRL's eps, same rows).
     spec = PolicySpec.from_dict({
-        "model": str(tiny_model_dir), "sampling": {"max_new_tokens": MAX_LEN, "temperature": 1.0},
+        "model": str(random_model_dir), "sampling": {"max_new_tokens": MAX_LEN, "temperature": 1.0},
         "grpo": {"advantage": "grpo", "loss_type": loss_type, "scale_rewards": scale, "eps": 1e-4,
                  "micro_batch_size": N_PROMPTS * G, "skip_zero_variance": False},
     })
