@@ -59,6 +59,22 @@ def test_every_canonical_solution_passes_its_tests():
         assert bad == []
 
 
+def test_real_verifier_passes_references_and_fails_teacher_bugs():
+    from evolve.verification import Verifier
+
+    held = load_gym("heldout")
+    train = random.Random(3).sample(load_gym("train"), 150)
+    rng = random.Random(4)
+    always = dict.fromkeys(BUG_MODES, 1.0)
+    buggy = [(t, teacher_solution(t, rng, "", always)[0]) for t in held + train if t.meta["bug_modes"]]
+    with Verifier(jobs=2) as v:
+        good = v.verify_batch([(t, t.canonical_solution) for t in held + train])
+        bad = v.verify_batch(buggy)
+    assert [r.task_id for r in good if not r.passed] == []
+    assert [r.task_id for r in bad if r.passed] == []
+    assert {r.error_class for r in bad} >= {"ValueError", "WrongAnswer"} or len({r.error_class for r in bad}) >= 2
+
+
 def test_expected_types_are_exact():
     t = next(t for t in load_gym("train") if "DIV" in t.meta["bug_modes"])
     comp = composition_from_names(t.meta["composition"])

@@ -43,18 +43,12 @@ def sample_completions(model, tokenizer, prompts: list[str], n: int, cfg: Bootst
     return out
 
 
-def verify(pairs: list[tuple[Task, str]]) -> tuple[list[bool], str]:
-    """Pass/fail per (task, completion) through evolve.verification.Verifier (else the stand-in)."""
-    try:
-        from evolve.verification import Verifier
-    except ImportError:
-        Verifier = None
-    if Verifier is None:
-        from evolve.policy.tiny._local_check import local_verify
+def verify(pairs: list[tuple[Task, str]], jobs: int = 2) -> tuple[list[bool], str]:
+    """Pass/fail per (task, completion) through the sandboxed evolve.verification.Verifier."""
+    from evolve.verification import Verifier
 
-        return local_verify(pairs), "local-stand-in"
-    with Verifier(jobs=2) as v:
-        return [r.passed for r in v.verify_batch(pairs)], "evolve.verification.Verifier"
+    with Verifier(jobs=jobs) as v:
+        return [r.passed for r in v.verify_batch(pairs)], f"evolve.verification.Verifier ({v.isolation})"
 
 
 def conditions() -> dict[str, str]:
