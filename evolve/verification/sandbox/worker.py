@@ -39,7 +39,7 @@ def _make_encoder():
     def enc(x, depth=0):
         t = _type(x)  # exact type first: subclasses never reach __iter__/__eq__/__repr__ overrides
         if depth > _MAX_DEPTH:
-            raise NonPlain("nesting deeper than %d" % _MAX_DEPTH)
+            raise NonPlain(f"nesting deeper than {_MAX_DEPTH}")
         if t in _scalars:
             return _repr(x)
         if t is _float:
@@ -126,7 +126,7 @@ def _make_plain_copy():
     def cp(x, depth=0):
         t = _type(x)
         if depth > _MAX_DEPTH:
-            raise NonPlain("nesting deeper than %d" % _MAX_DEPTH)
+            raise NonPlain(f"nesting deeper than {_MAX_DEPTH}")
         if t in _scalars:
             return x
         d = depth + 1
@@ -208,7 +208,7 @@ def run_harness(job, code, check_code, nonce, res_fd, hide):
     g = {"__name__": "candidate", "__builtins__": builtins}
 
     def err_payload(tag, e, tb):
-        return "%s err %s" % (tag, repr_(exc_info(e, tb)))
+        return f"{tag} err {repr_(exc_info(e, tb))}"
 
     def guarded(tag, fn):
         """Call fn; on an exception emit an error line. Returns (ok, value)."""
@@ -228,7 +228,7 @@ def run_harness(job, code, check_code, nonce, res_fd, hide):
     fn = g.get(job["entry"]) if ok else None
     if ok and not callable(fn):
         ok = False
-        emit("L err %s" % repr_(("NameError", "entry point %r is not defined" % job["entry"], 0)))
+        emit("L err {}".format(repr_(("NameError", "entry point {!r} is not defined".format(job["entry"]), 0))))
     if ok:
         emit("L ok")
         t0 = clock()
@@ -236,15 +236,15 @@ def run_harness(job, code, check_code, nonce, res_fd, hide):
             _run_check(g, check_code, job["entry"], guarded, emit, flag, snapshot)
         else:
             for i, args in enumerate_(calls):
-                okc, value = guarded("R %d" % i, lambda a=args: fn(*a))
+                okc, value = guarded(f"R {i}", lambda a=args: fn(*a))
                 if okc:
                     try:
-                        emit("R %d ok %s" % (i, enc(value)))
+                        emit(f"R {i} ok {enc(value)}")
                     except NonPlain as e:
                         flag("hack: non-plain-return")
-                        emit("R %d np %s" % (i, repr_(e.args[0])))
+                        emit(f"R {i} np {repr_(e.args[0])}")
                     except Exception as e:  # noqa: BLE001 - e.g. int too large to print
-                        emit(err_payload("R %d" % i, e, None))
+                        emit(err_payload(f"R {i}", e, None))
         emit("T %r" % (clock() - t0))
     changed = [k for k, v in dict_items(builtins.__dict__) if snapshot.get(k, v) is not v]
     if changed or len_(builtins.__dict__) < len_(snapshot):
@@ -263,7 +263,7 @@ def _run_check(g, check_code, entry, guarded, emit, flag, snapshot):
                 return cp(value)
             except NonPlain as e:
                 flag("hack: non-plain-return")
-                raise AssertionError("non-plain return: %s" % e.args[0]) from None
+                raise AssertionError(f"non-plain return: {e.args[0]}") from None
 
         return call
 
@@ -316,13 +316,13 @@ def _load_seccomp(path):
         f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
         return f
     except Exception as e:  # noqa: BLE001 - reported in the hello line, parent decides
-        sys.stderr.write("evolve sandbox: seccomp unavailable: %r\n" % (e,))
+        sys.stderr.write(f"evolve sandbox: seccomp unavailable: {e!r}\n")
         return None
 
 
 def _child(job, code, check_code, nonce, res_w, out_w, cfg, filt):
     """In the forked child: isolate, then run the harness. Never returns."""
-    import resource
+    import resource  # already loaded by the server: a dict lookup, not a dlopen per job
 
     try:
         os.setsid()  # own process group: the server kills the whole group
@@ -339,7 +339,7 @@ def _child(job, code, check_code, nonce, res_w, out_w, cfg, filt):
         keep = os.dup2(res_w, 3) if res_w != 3 else 3
         os.closerange(4, 1 << 16)
         res_w = keep
-        work = "/tmp/job-%d" % os.getpid()
+        work = f"/tmp/job-{os.getpid()}"
         os.mkdir(work, 0o700)
         os.chdir(work)
         if os.getuid() == 0 and cfg.get("drop_uid", True):
@@ -356,7 +356,7 @@ def _child(job, code, check_code, nonce, res_w, out_w, cfg, filt):
         run_harness(job, code, check_code, nonce, res_w, tuple(cfg.get("hide", ())))
     except BaseException as e:  # noqa: BLE001 - the harness itself failed: report, no sentinel
         try:
-            os.write(2, ("harness error: %r\n" % (e,)).encode())
+            os.write(2, (f"harness error: {e!r}\n").encode())
         except BaseException:  # noqa: BLE001
             pass
     finally:
@@ -398,10 +398,12 @@ def _kill_group(pid):
 
 
 def serve(cfg):  # noqa: C901 - one event loop, kept in one place on purpose
+    import gc
     import json
+    import resource  # noqa: F401 - loaded once here, so children do not each import it
     import select
-    import signal
     import shutil
+    import signal
     from collections import deque
 
     sys.dont_write_bytecode = True
@@ -445,9 +447,11 @@ def serve(cfg):  # noqa: C901 - one event loop, kept in one place on purpose
                 check = compile(job["check"], "<check>", "exec") if job.get("check") else None
             except BaseException as e:  # noqa: BLE001 - SyntaxError, ValueError (NUL), RecursionError
                 line = getattr(e, "lineno", 0) or 0
-                send({"id": job["id"], "compile_error": "%s: %s (line %s)" % (type(e).__name__, e, line)})
+                send({"id": job["id"], "compile_error": f"{type(e).__name__}: {e} (line {line})"})
                 continue
             nonce = os.urandom(12).hex()
+            # Objects alive now never get traversed by a child's GC: fewer copy-on-write page faults.
+            gc.freeze()
             res_r, res_w = os.pipe()
             out_r, out_w = os.pipe()
             pid = os.fork()
@@ -518,7 +522,7 @@ def serve(cfg):  # noqa: C901 - one event loop, kept in one place on purpose
                     os.close(fd)
                 del running[pid]
                 _finish(r, send)
-                shutil.rmtree("/tmp/job-%d" % pid, ignore_errors=True)
+                shutil.rmtree(f"/tmp/job-{pid}", ignore_errors=True)
         _reap_orphans(running)
 
 

