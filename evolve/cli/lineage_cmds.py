@@ -25,7 +25,12 @@ def _open(db: str | None):
 
 
 def _emit_json(obj) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=str, ensure_ascii=False) + "\n")
+    """Indented JSON; a long list gets one compact item per line (json's C encoder skips indent)."""
+    if isinstance(obj, list) and len(obj) > 200:
+        items = ",\n".join(json.dumps(x, default=str, ensure_ascii=False) for x in obj)
+        sys.stdout.write("[\n" + items + "\n]\n")
+    else:
+        sys.stdout.write(json.dumps(obj, indent=2, default=str, ensure_ascii=False) + "\n")
 
 
 def _console():

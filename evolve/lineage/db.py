@@ -143,12 +143,20 @@ def upgrade(engine: Engine, target: Target, revision: str = "head") -> None:
 
     cfg = alembic_config()
     try:
-        if target.sqlite_path is not None:
-            with engine.connect() as conn:
+        with engine.connect() as conn:
+            sqlite = conn.dialect.name == "sqlite"
+            if sqlite:  # table copies in SQLite migrations must not trip foreign keys midway
                 conn.exec_driver_sql("PRAGMA journal_mode=WAL")
-        with engine.begin() as conn:
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, revision)
+                conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
+                conn.commit()
+            with conn.begin():
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, revision)
+                if sqlite and conn.exec_driver_sql("PRAGMA foreign_key_check").first() is not None:
+                    raise LineageError(f"migrating {target.label} broke a foreign key; nothing was changed")
+            if sqlite:
+                conn.exec_driver_sql("PRAGMA foreign_keys=ON")
+                conn.commit()
     except (OperationalError, DatabaseError) as e:
         raise LineageError(f"cannot migrate {target.label}: {_first_line(e)}") from None
 

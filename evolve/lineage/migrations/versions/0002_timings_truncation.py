@@ -22,10 +22,9 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("generation") as batch:
-        batch.add_column(sa.Column("timings", sa.JSON, nullable=False, server_default=sa.text("'{}'")))
-    with op.batch_alter_table("rollout") as batch:
-        batch.add_column(sa.Column("truncated", sa.Boolean, nullable=False, server_default=sa.false()))
+    # Plain ADD COLUMN (with a constant default) works on SQLite and PostgreSQL without a table copy.
+    op.add_column("generation", sa.Column("timings", sa.JSON, nullable=False, server_default=sa.text("'{}'")))
+    op.add_column("rollout", sa.Column("truncated", sa.Boolean, nullable=False, server_default=sa.false()))
     op.create_index("ix_generation_parent", "generation", ["parent_id"])
     _move_timings_out_of_metrics()
 
