@@ -56,6 +56,10 @@ def component_diffs(comp_a: dict, comp_b: dict, label_a: str, label_b: str) -> d
 
 
 def metric_deltas(ma: dict, mb: dict) -> list[dict]:
+    """One row per metric (nested ones by dotted name), with B - A where both are numbers."""
+    from evolve.lineage.render import flat_metrics
+
+    ma, mb = flat_metrics(ma), flat_metrics(mb)
     out = []
     for key in sorted(set(ma) | set(mb)):
         va, vb = ma.get(key), mb.get(key)

@@ -192,7 +192,7 @@ def lineage(store: LineageStore, run_id: int, run_name: str) -> list[dict]:
                       .outerjoin(n_parents, n_parents.c.child == g.c.prompt_version))
          .where(g.c.run_id == run_id).order_by(g.c.index))
     with store.engine.connect() as conn:
-        rows = conn.execute(q).tuples().all()
+        rows = conn.execute(q).all()
     names = {r[0]: f"{run_name}:{r[2]}" for r in rows}
     children: dict[int, list[str]] = {}
     for r in rows:

@@ -12,11 +12,22 @@ import math
 _PREFERRED = ("heldout", "pass@1", "pass", "reward", "accuracy", "score")
 
 
+def flat_metrics(metrics: dict, prefix: str = "") -> dict:
+    """Nested metric dicts flattened to dotted names: {"heldout": {"pass@1": x}} -> {"heldout.pass@1": x}."""
+    out = {}
+    for k, v in metrics.items():
+        if isinstance(v, dict):
+            out.update(flat_metrics(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
 def pick_metrics(gens: list[dict], limit: int = 3) -> list[str]:
-    """Up to ``limit`` numeric metric names, held-out pass rates first."""
+    """Up to ``limit`` numeric metric names (dotted for nested ones), held-out pass rates first."""
     keys: dict[str, None] = {}
     for g in gens:
-        for k, v in g["metrics"].items():
+        for k, v in flat_metrics(g["metrics"]).items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 keys.setdefault(k)
 
@@ -52,7 +63,8 @@ def _label(g: dict, metric_keys: list[str], parent: dict | None) -> str:
     if g["weights_version"] and (parent is None or parent["weights_version"] != g["weights_version"]):
         wv += "*"
     parts += [pv, wv]
-    parts += [f"{k}={fmt(g['metrics'][k])}" for k in metric_keys if k in g["metrics"]]
+    flat = flat_metrics(g["metrics"])
+    parts += [f"{k}={fmt(flat[k])}" for k in metric_keys if k in flat]
     if len(g["children"]) > 1:
         parts.append(f"<- branch point ({len(g['children'])} children)")
     if g["error"]:

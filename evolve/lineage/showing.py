@@ -6,7 +6,7 @@ from evolve.errors import LineageError
 from evolve.lineage import queries
 from evolve.lineage.diff import describe
 from evolve.lineage.models import Generation
-from evolve.lineage.render import fmt, short
+from evolve.lineage.render import flat_metrics, fmt, short
 
 
 def resolve_and_describe(store, ref: str) -> tuple[str, dict]:
@@ -144,7 +144,7 @@ def _kv_table(console, title: str, d: dict) -> None:
     if not d:
         return
     t = Table("name", "value", title=title)
-    for k, v in d.items():
+    for k, v in flat_metrics(d).items():
         t.add_row(str(k), fmt(v))
     console.print(t)
 

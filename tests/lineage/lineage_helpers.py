@@ -71,7 +71,7 @@ def build_fork_merge(store: LineageStore, tmp: Path, run: str = "demo") -> Built
         store.add_rollouts(gid, [make_rollout(f"t{i % 2}", p[pv], w[wv], i % 2 == 0, i) for i in range(4)])
         state = art.put_json({"generation": idx, "rng": "state"})
         store.commit_generation(gid, p[pv], w[wv], state_artifact=state,
-                                metrics={"heldout_pass@1": score, "train_reward": score / 2},
+                                metrics={"heldout": {"pass@1": score}, "train_reward": score / 2},
                                 timings={"rollout": 1.0, "update": 0.5})
         gens[idx] = gid
     return Built(run, gens, p, w, ckpt)

@@ -24,7 +24,7 @@ def test_lineage_json_has_the_tree(store, db_url, tmp_path, cli):
     assert by_name["demo:5"]["prompt_version"] == b.pvs["p3"]
     assert by_name["demo:5"]["prompt_parents"] == 2 and by_name["demo:5"]["proposed_by"] == "merge"
     assert by_name["demo:4"]["weights_version"] == b.wvs["w4"]
-    assert by_name["demo:3"]["metrics"] == {"heldout_pass@1": 0.5, "train_reward": 0.25}
+    assert by_name["demo:3"]["metrics"] == {"heldout": {"pass@1": 0.5}, "train_reward": 0.25}
     assert by_name["demo:3"]["id"] == b.gens[3]
 
 
@@ -35,7 +35,7 @@ def test_lineage_human_tree_marks_branch_and_merge(store, db_url, tmp_path, cli)
     lines = r.out.splitlines()
     assert lines[0].startswith("run demo: 6 generations (6 committed, 0 pending, 0 failed), 1 branch points")
     body = lines[2:]
-    assert body[0].startswith("demo:0  pv ") and "heldout_pass@1=0.25" in body[0]
+    assert body[0].startswith("demo:0  pv ") and "heldout.pass@1=0.25" in body[0]
     assert "branch point (2 children)" in body[1] and body[1].startswith("demo:1")
     # the two branches of demo:1, the first continuing as a chain at one indentation
     assert body[2].startswith("├─ demo:2") and body[3].startswith("│  demo:3")
@@ -54,7 +54,7 @@ def test_diff_prompt_metrics_and_weights_relation(store, db_url, tmp_path, cli):
     assert "+- Handle the empty list.\n" in d["prompt_diff"]["lessons"]
     assert d["prompt_diff"]["lessons"].startswith("--- demo:4/lessons\n+++ demo:5/lessons\n")
     deltas = {m["name"]: m for m in d["metrics"]}
-    assert abs(deltas["heldout_pass@1"]["delta"] - (0.60 - 0.42)) < 1e-9
+    assert abs(deltas["heldout.pass@1"]["delta"] - (0.60 - 0.42)) < 1e-9
     w = d["weights_version"]  # w4 forks from w1; demo:5 has w3 = w1 -> w2 -> w3
     assert w["relation"] == "common_ancestor" and w["common"] == b.wvs["w1"]
     assert (w["steps_a"], w["steps_b"]) == (1, 2)
@@ -70,7 +70,7 @@ def test_diff_prompt_metrics_and_weights_relation(store, db_url, tmp_path, cli):
     assert r.code == 0, r.err
     assert "--- demo:0/lessons" in r.out and "+- Handle the empty list." in r.out
     assert "A is an ancestor of B (1 step)" in r.out
-    assert "heldout_pass@1" in r.out and "+0.15" in r.out
+    assert "heldout.pass@1" in r.out and "+0.15" in r.out
 
 
 def test_check_passes_then_catches_corruption_and_missing(store, db_url, tmp_path, cli):
@@ -132,7 +132,7 @@ def test_show_generation_and_prompt_version(store, db_url, tmp_path, cli):
 
     r = cli("show", str(b.gens[5]), "--db", db_url)  # by id, human form
     assert r.code == 0, r.err
-    assert "generation demo:5" in r.out and "Use // for integers." in r.out and "heldout_pass@1" in r.out
+    assert "generation demo:5" in r.out and "Use // for integers." in r.out and "heldout.pass@1" in r.out
 
     r = cli("show", b.pvs["p1"][:10], "--db", db_url, "--json")
     info = json.loads(r.out)

@@ -153,4 +153,4 @@ def test_reopen_sees_everything(db_url, tmp_path):
         b = build_fork_merge(s, tmp_path)
     with LineageStore.open(db_url, create=False, auto_upgrade=False) as s:
         assert [g["index"] for g in s.lineage(b.run)] == list(range(6))
-        assert s.get_generation(b.gens[5]).metrics["heldout_pass@1"] == 0.6
+        assert s.get_generation(b.gens[5]).metrics["heldout"]["pass@1"] == 0.6
