@@ -51,3 +51,27 @@ def test_eval_policy_json(random_model_dir, tmp_path):
     assert all(row["n"] == 4 for row in report["tasks"].values())
     # A random model writes no working code: every sample fails, and the failures are classified.
     assert report["overall"]["pass@4"] == 0.0 and sum(report["failure_classes"].values()) == 12
+
+
+def test_eval_a_lineage_generation(random_model_dir, tmp_path):
+    """GEN: the checkpoint and prompt version come from a real SQLite lineage + artifact store."""
+    from evolve.lineage import LineageStore
+    from evolve.policy import PolicySpec, load_policy
+
+    spec = PolicySpec.from_dict({"model": str(random_model_dir), "sampling": {"max_new_tokens": 8}})
+    policy = load_policy(spec)
+    db = f"sqlite:///{tmp_path / 'lineage.db'}"
+    store = LineageStore.open(db)
+    store.create_run("r1", {"policy_spec": spec.model_dump(mode="json")})
+    pv = store.put_prompt_version({"system": "Write a Python function."})
+    sha = store.artifacts("r1").put_dir(policy.save(tmp_path / "ckpt"))
+    wv = store.put_weights_version(sha, None, spec.model, kind="full", stats={"weights_sha256": policy.weights_hash()})
+    gid = store.begin_generation("r1", None, {"seed": 0})
+    store.commit_generation(gid, pv, wv, state_artifact=sha)
+    store.close()
+    p = _evolve("r1:0", "--db", db, "--suite", "tiny-coder", "--samples", "2", "--k", "1,2", "--tasks", "2",
+                "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    report = json.loads(p.stdout)
+    assert report["source"] == "r1:0" and report["n_tasks"] == 2 and report["model"] == str(random_model_dir)
+    assert set(report["overall"]) == {"pass@1", "pass@2"}
