@@ -93,6 +93,7 @@ class ForkServer:
         if mode in ("bwrap", "seccomp"):
             cfg["seccomp"] = _seccomp_path()
         prefix = self._bwrap_prefix() if mode == "bwrap" else []
+        cfg["in_bwrap"] = mode == "bwrap"
         cmd = prefix + [_interpreter(), "-I", "-S", "-B", "-c", _BOOT, _WORKER.read_text(), json.dumps(cfg)]
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
