@@ -75,9 +75,9 @@ def evolve_prompt_only(ev: PromptEvolver, policy: Any, verifier: Any, train: lis
             entry = {"id": p.candidate.id, "kind": p.kind, "rationale": p.rationale, "minibatch": sum(scores.values()),
                      "parent_minibatch": sum(parent_mb.values()), "accepted": ok}
             if ok:
-                val = task_scores(run(p.candidate, val, cfg.seed + 7, "candidate"))
-                ev.observe_val(p.candidate, val, metric_calls=len(val) * cfg.samples_per_task)
-                entry["val"] = sum(val.values()) / len(val)
+                vs = task_scores(run(p.candidate, val, cfg.seed + 7, "candidate"))
+                ev.observe_val(p.candidate, vs, metric_calls=len(vs) * cfg.samples_per_task)
+                entry["val"] = sum(vs.values()) / len(vs)
             record["proposals"].append(entry)
             say(f"step {step}: {p.kind} {'accepted' if ok else 'rejected'} "
                 f"({entry['parent_minibatch']:.2f} -> {entry['minibatch']:.2f}) {p.rationale[-80:]}")
