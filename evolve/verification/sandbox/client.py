@@ -127,7 +127,7 @@ class ForkServer:
                 continue
             self._proc = proc
             self.isolation = {"bwrap": "bwrap+seccomp", "seccomp": "seccomp", "rlimits": "rlimits"}[mode]
-            if self.isolation != "bwrap+seccomp" and self.isolation not in _warned:
+            if want == "auto" and self.isolation != "bwrap+seccomp" and self.isolation not in _warned:
                 _warned.add(self.isolation)
                 warnings.warn(f"evolve sandbox: bubblewrap unavailable, using weaker isolation "
                               f"'{self.isolation}' (see docs/sandbox.md)", RuntimeWarning, stacklevel=3)

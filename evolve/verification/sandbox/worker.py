@@ -157,6 +157,7 @@ def _names(code):
 def run_harness(job, code, check_code, nonce, res_fd, hide):
     """Run the candidate and its calls; stream ``<nonce> <payload>`` lines to ``res_fd``."""
     import builtins
+    import signal
 
     # Bound before candidate code runs: patching builtins or os later changes none of these.
     write, enc, repr_, exc_info, type_, any_, len_ = os.write, encode, repr, _exc_info, type, any, len
@@ -165,18 +166,26 @@ def run_harness(job, code, check_code, nonce, res_fd, hide):
     clock = time.perf_counter
     o_write = os.O_WRONLY | os.O_RDWR | os.O_CREAT
 
-    # Lines are buffered and written at most every 5 ms (and at once for flags and the sentinel):
-    # a quick job is one write, so the server wakes once for it instead of once per test.
-    buf, last = [], [clock()]
+    # Lines are buffered, and flushed by a 20 ms interval timer and at the sentinel: a quick job
+    # is one write (one server wake-up), while a job that hangs still hands over what it finished.
+    buf, busy = [], [False]
     join, append, clear = "".join, list.append, list.clear
 
-    def emit(payload, now=False):
-        append(buf, nonce + " " + payload + "\n")
-        t = clock()
-        if now or t - last[0] > 0.005:
+    def flush():
+        if buf:
             write(res_fd, join(buf).encode("utf-8", "backslashreplace"))
             clear(buf)
-            last[0] = t
+
+    def emit(payload, now=False):
+        busy[0] = True  # the timer never flushes half-way through this
+        append(buf, nonce + " " + payload + "\n")
+        if now:
+            flush()
+        busy[0] = False
+
+    def on_timer(signum, frame):
+        if not busy[0]:
+            flush()
 
     def flag(name):
         if name not in flags_sent:
@@ -214,6 +223,8 @@ def run_harness(job, code, check_code, nonce, res_fd, hide):
 
     calls = [decode(c) for c in job["calls"]]  # parsed before the candidate can touch ast
     snapshot = dict(builtins.__dict__)
+    signal.signal(signal.SIGALRM, on_timer)
+    signal.setitimer(signal.ITIMER_REAL, 0.02, 0.02)
     sys.addaudithook(hook)
     g = {"__name__": "candidate", "__builtins__": builtins}
 
@@ -365,6 +376,10 @@ def _child(job, code, check_code, nonce, res_w, out_w, cfg, filt):
     import resource  # already loaded by the server: a dict lookup, not a dlopen per job
 
     try:
+        import signal
+
+        signal.set_wakeup_fd(-1)  # the server's wake-up pipe is not ours (and its fd is closed below)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.setsid()  # own process group: the server kills the whole group
         mem = job.get("mem_mb", 512) * 2**20
         cpu = max(1, int(job.get("cpu", 2) + 0.999))
