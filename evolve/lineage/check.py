@@ -11,14 +11,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import func, select
 
 from evolve.lineage import queries
-from evolve.lineage.models import (
-    Generation,
-    PromptParent,
-    PromptVersion,
-    RolloutRecord,
-    Run,
-    WeightsVersion,
-)
+from evolve.lineage import tables as t
 from evolve.util.hashing import content_hash
 
 
@@ -44,13 +37,13 @@ class CheckReport:
 
 def check(store, run_name: str | None = None) -> CheckReport:
     rep = CheckReport()
-    g = Generation.__table__
+    g = t.generation
     with store.engine.connect() as conn:
-        runs = {r.id: r.name for r in conn.execute(select(Run.id, Run.name))}
+        runs = {r.id: r.name for r in conn.execute(select(t.run.c.id, t.run.c.name))}
         q = select(g.c.id, g.c.run_id, g.c.parent_id, g.c.index, g.c.status, g.c.prompt_version,
                    g.c.weights_version, g.c.state_artifact, g.c.rng_artifact, g.c.committed_at)
         if run_name is not None:
-            run_id = store.get_run(run_name).id
+            run_id = store.run_id(run_name)
             q = q.where(g.c.run_id == run_id)
         gens = {r.id: r for r in conn.execute(q)}
         missing_parents = {r.parent_id for r in gens.values() if r.parent_id is not None} - set(gens)
@@ -110,14 +103,14 @@ def _check_generation_links(gens: dict, gens_all: dict, name: dict, rep: CheckRe
 
 def _check_committed_refs(store, committed: list, name: dict, rep: CheckReport):
     with store.engine.connect() as conn:
-        pv_ids = set(conn.scalars(select(PromptVersion.id)))
-        wv_ids = set(conn.scalars(select(WeightsVersion.id)))
+        pv_ids = set(conn.scalars(select(t.prompt_version.c.id)))
+        wv_ids = set(conn.scalars(select(t.weights_version.c.id)))
+        r = t.rollout
         ids = [r.id for r in committed]
         used = set()
         for i in range(0, len(ids), 500):
-            used |= set(conn.execute(select(RolloutRecord.generation_id, RolloutRecord.prompt_version,
-                                            RolloutRecord.weights_version).distinct()
-                                     .where(RolloutRecord.generation_id.in_(ids[i:i + 500]))).all())
+            used |= set(conn.execute(select(r.c.generation_id, r.c.prompt_version, r.c.weights_version)
+                                     .distinct().where(r.c.generation_id.in_(ids[i:i + 500]))).all())
     pvs, wvs = set(), set()
     for r in committed:
         if r.committed_at is None:
@@ -140,9 +133,10 @@ def _check_committed_refs(store, committed: list, name: dict, rep: CheckReport):
 
 def _check_prompt_dag(store, start: set, rep: CheckReport) -> None:
     with store.engine.connect() as conn:
-        rows = {r.id: r.components for r in conn.execute(select(PromptVersion.id, PromptVersion.components))}
+        pv = t.prompt_version
+        rows = {r.id: r.components for r in conn.execute(select(pv.c.id, pv.c.components))}
         edges: dict[str, list[str]] = {}
-        for child, parent in conn.execute(select(PromptParent.child, PromptParent.parent)):
+        for child, parent in conn.execute(select(t.prompt_parent.c.child, t.prompt_parent.c.parent)):
             edges.setdefault(child, []).append(parent)
     seen, stack = set(), list(start)
     while stack:
@@ -179,7 +173,7 @@ def _check_prompt_dag(store, start: set, rep: CheckReport) -> None:
 def _check_weights(store, start: set, rep: CheckReport) -> dict[str, list[str]]:
     """Walk weights parent chains; returns each committed version's artifacts (its own and ancestors')."""
     with store.engine.connect() as conn:
-        rows = {r.id: r for r in conn.execute(select(WeightsVersion))}
+        rows = {r.id: r for r in conn.execute(select(t.weights_version))}
     seen: set[str] = set()
     out: dict[str, list[str]] = {}
     for wv in start:

@@ -16,7 +16,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
 
 from evolve.errors import LineageError
-from evolve.lineage.models import KNOWN_REVISIONS, SCHEMA_HEAD
+from evolve.lineage.tables import KNOWN_REVISIONS, SCHEMA_HEAD
 
 DEFAULT_URL = "sqlite:///runs/lineage.db"
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"

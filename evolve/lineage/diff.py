@@ -7,7 +7,7 @@ import math
 
 from sqlalchemy import select
 
-from evolve.lineage.models import Generation
+from evolve.lineage import tables as t
 
 
 def relation(chain_a: list, chain_b: list) -> dict:
@@ -74,11 +74,11 @@ def _num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def generation_chain(store, gen: Generation) -> list[int]:
+def generation_chain(store, gen) -> list[int]:
     """The generation's id then its ancestors' (one query for the run's parent links)."""
     with store.engine.connect() as conn:
-        parent = dict(conn.execute(select(Generation.id, Generation.parent_id)
-                                   .where(Generation.run_id == gen.run_id)).all())
+        g = t.generation
+        parent = dict(conn.execute(select(g.c.id, g.c.parent_id).where(g.c.run_id == gen.run_id)).all())
     chain, cur = [], gen.id
     while cur is not None and cur not in chain:
         chain.append(cur)
@@ -86,7 +86,7 @@ def generation_chain(store, gen: Generation) -> list[int]:
     return chain
 
 
-def diff_generations(store, a: Generation, b: Generation) -> dict:
+def diff_generations(store, a, b) -> dict:
     name_a, name_b = store.generation_name(a), store.generation_name(b)
     comp_a = store.get_prompt_version(a.prompt_version).components if a.prompt_version else {}
     comp_b = store.get_prompt_version(b.prompt_version).components if b.prompt_version else {}

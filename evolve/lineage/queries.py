@@ -5,21 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Integer, String, cast, delete, func, insert, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from evolve.errors import LineageError
+from evolve.lineage import tables as t
 from evolve.lineage.artifacts import ArtifactStore
-from evolve.lineage.models import (
-    Artifact,
-    Generation,
-    LMCall,
-    PromptLMCall,
-    PromptParent,
-    PromptVersion,
-    RolloutRecord,
-    Run,
-    WeightsVersion,
-)
 
 if TYPE_CHECKING:
     from evolve.lineage.store import LineageStore
@@ -29,7 +18,10 @@ def insert_ignore(conn, table, values: dict) -> None:
     """INSERT that does nothing if the row's key exists (idempotent puts)."""
     dialect = conn.dialect.name
     if dialect in ("sqlite", "postgresql"):
-        mod = sqlite if dialect == "sqlite" else postgresql
+        if dialect == "sqlite":
+            from sqlalchemy.dialects import sqlite as mod
+        else:
+            from sqlalchemy.dialects import postgresql as mod
         conn.execute(mod.insert(table).values(**values).on_conflict_do_nothing())
         return
     keys = [c for c in table.primary_key.columns] or list(table.columns)
@@ -42,7 +34,7 @@ def rollout_row(gid: int, r) -> dict:
     """A Rollout as a row of the rollout table."""
     res = r.result
     return {
-        "generation_id": gid, "task_id": r.task_id, "group_index": int(r.group),
+        "generation_id": gid, "task_id": r.task_id, "group": int(r.group),
         "sample_index": int(r.sample_index), "prompt_version": r.prompt_version,
         "weights_version": r.weights_version, "purpose": r.purpose, "prompt": r.prompt_text or "",
         "completion": r.completion or "", "reward": float(r.reward),
@@ -66,8 +58,8 @@ def artifact_problems(store: LineageStore, run_id: int, shas, cache: dict | None
 
 def _one_artifact(store: LineageStore, run_id: int, sha: str) -> list[str]:
     with store.engine.connect() as conn:
-        rows = conn.execute(select(Artifact.run_id, Artifact.kind, Run.name)
-                            .join(Run, Run.id == Artifact.run_id).where(Artifact.sha == sha)).all()
+        rows = conn.execute(select(t.artifact.c.run_id, t.artifact.c.kind, t.run.c.name)
+                            .join(t.run, t.run.c.id == t.artifact.c.run_id).where(t.artifact.c.sha == sha)).all()
     if not rows:
         return [f"artifact {sha} is referenced but not recorded in the lineage"]
     rows.sort(key=lambda r: r.run_id != run_id)  # the generation's own run first
@@ -82,19 +74,21 @@ def _one_artifact(store: LineageStore, run_id: int, sha: str) -> list[str]:
 
 def discard_pending(store: LineageStore, run_id: int) -> int:
     with store.engine.begin() as conn:
-        gids = list(conn.scalars(select(Generation.id).where(Generation.run_id == run_id,
-                                                             Generation.status == "pending")))
+        g = t.generation
+        gids = list(conn.scalars(select(g.c.id).where(g.c.run_id == run_id, g.c.status == "pending")))
         if not gids:
             return 0
-        calls = select(LMCall.id).where(LMCall.generation_id.in_(gids))
-        conn.execute(delete(PromptLMCall).where(PromptLMCall.lm_call_id.in_(calls)))
-        conn.execute(delete(LMCall).where(LMCall.generation_id.in_(gids)))
-        conn.execute(delete(RolloutRecord).where(RolloutRecord.generation_id.in_(gids)))
-        conn.execute(delete(Generation).where(Generation.id.in_(gids)))
+        calls = select(t.lm_call.c.id).where(t.lm_call.c.generation_id.in_(gids))
+        conn.execute(delete(t.prompt_lm_call).where(t.prompt_lm_call.c.lm_call_id.in_(calls)))
+        conn.execute(delete(t.lm_call).where(t.lm_call.c.generation_id.in_(gids)))
+        conn.execute(delete(t.rollout).where(t.rollout.c.generation_id.in_(gids)))
+        conn.execute(delete(g).where(g.c.id.in_(gids)))
     return len(gids)
 
 
-def resolve_generation(store: LineageStore, ref) -> Generation:
+def resolve_generation(store: LineageStore, ref):
+    from evolve.lineage.models import Generation, Run
+
     ref = str(ref).strip()
     with store.session() as s:
         if ":" in ref:
@@ -136,18 +130,21 @@ def weights_chain(store: LineageStore, wv: str) -> list[str]:
         while cur is not None and cur not in seen:
             seen.add(cur)
             chain.append(cur)
-            cur = conn.scalar(select(WeightsVersion.parent).where(WeightsVersion.id == cur))
+            cur = conn.scalar(select(t.weights_version.c.parent).where(t.weights_version.c.id == cur))
     return chain
 
 
-def prompt_versions(store: LineageStore, run_id: int) -> list[PromptVersion]:
+def prompt_versions(store: LineageStore, run_id: int) -> list:
+    from evolve.lineage.models import PromptVersion
+
+    g, pp = t.generation, t.prompt_parent
     with store.engine.connect() as conn:
-        frontier = set(conn.scalars(select(Generation.prompt_version).where(
-            Generation.run_id == run_id, Generation.prompt_version.is_not(None))))
+        frontier = set(conn.scalars(select(g.c.prompt_version).where(
+            g.c.run_id == run_id, g.c.prompt_version.is_not(None))))
         seen: set[str] = set()
         while frontier:
             seen |= frontier
-            parents = set(conn.scalars(select(PromptParent.parent).where(PromptParent.child.in_(frontier))))
+            parents = set(conn.scalars(select(pp.c.parent).where(pp.c.child.in_(frontier))))
             frontier = parents - seen
     with store.session() as s:
         return list(s.scalars(select(PromptVersion).where(PromptVersion.id.in_(seen))
@@ -155,12 +152,12 @@ def prompt_versions(store: LineageStore, run_id: int) -> list[PromptVersion]:
 
 
 def list_runs(store: LineageStore) -> list[dict]:
-    g = Generation.__table__
+    g, run = t.generation, t.run
     counts = (select(g.c.run_id, g.c.status, func.count().label("n"), func.max(g.c.index).label("last"))
               .group_by(g.c.run_id, g.c.status))
     with store.engine.connect() as conn:
-        runs = conn.execute(select(Run.id, Run.name, Run.created_at, Run.code_version)
-                            .order_by(Run.created_at, Run.id)).all()
+        runs = conn.execute(select(run.c.id, run.c.name, run.c.created_at, run.c.code_version)
+                            .order_by(run.c.created_at, run.c.id)).all()
         stats: dict[int, dict] = {}
         for row in conn.execute(counts):
             stats.setdefault(row.run_id, {})[row.status] = (row.n, row.last)
@@ -182,9 +179,8 @@ def lineage(store: LineageStore, run_id: int, run_name: str) -> list[dict]:
     Fast path for big runs (10k generations): positional tuples, timestamps as the
     database's text (no datetime parsing), no timings (``show`` has them).
     """
-    g, pv = Generation.__table__, PromptVersion.__table__
-    n_parents = (select(PromptParent.child, func.count().label("n")).group_by(PromptParent.child)
-                 .subquery())
+    g, pv, pp = t.generation, t.prompt_version, t.prompt_parent
+    n_parents = select(pp.c.child, func.count().label("n")).group_by(pp.c.child).subquery()
     q = (select(g.c.id, g.c.parent_id, g.c.index, g.c.prompt_version, g.c.weights_version, g.c.status,
                 g.c.metrics, cast(g.c.created_at, String), cast(g.c.committed_at, String), g.c.error,
                 pv.c.proposed_by, n_parents.c.n)
@@ -213,7 +209,7 @@ def _iso(dt) -> str | None:
 
 def rollout_summary(store: LineageStore, gid: int) -> dict:
     """Per purpose: how many rollouts, how many passed, mean reward (one aggregate query)."""
-    r = RolloutRecord.__table__
+    r = t.rollout
     q = (select(r.c.purpose, func.count(), func.sum(func.cast(r.c.passed, Integer)), func.avg(r.c.reward))
          .where(r.c.generation_id == gid).group_by(r.c.purpose))
     with store.engine.connect() as conn:
@@ -221,9 +217,10 @@ def rollout_summary(store: LineageStore, gid: int) -> dict:
                 for p, n, k, m in conn.execute(q)}
 
 
-def generations_using(store: LineageStore, column, value: str) -> list[str]:
+def generations_using(store: LineageStore, column: str, value: str) -> list[str]:
     """Names of generations whose ``column`` (prompt_version or weights_version) equals ``value``."""
     with store.engine.connect() as conn:
-        rows = conn.execute(select(Run.name, Generation.index).join(Run, Run.id == Generation.run_id)
-                            .where(column == value).order_by(Run.name, Generation.index)).all()
+        g = t.generation
+        rows = conn.execute(select(t.run.c.name, g.c.index).join(t.run, t.run.c.id == g.c.run_id)
+                            .where(g.c[column] == value).order_by(t.run.c.name, g.c.index)).all()
     return [f"{n}:{i}" for n, i in rows]

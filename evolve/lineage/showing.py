@@ -5,7 +5,6 @@ from __future__ import annotations
 from evolve.errors import LineageError
 from evolve.lineage import queries
 from evolve.lineage.diff import describe
-from evolve.lineage.models import Generation
 from evolve.lineage.render import flat_metrics, fmt, short
 
 
@@ -30,7 +29,7 @@ def resolve_and_describe(store, ref: str) -> tuple[str, dict]:
     raise LineageError(f"bad reference {ref!r}: expected RUN:INDEX, a generation id or a hash prefix")
 
 
-def describe_generation(store, g: Generation) -> dict:
+def describe_generation(store, g) -> dict:
     parent = store.get_generation(g.parent_id) if g.parent_id is not None else None
     pv = store.get_prompt_version(g.prompt_version) if g.prompt_version else None
     return {
@@ -59,7 +58,7 @@ def describe_prompt(store, pv) -> dict:
     return {
         "id": pv.id, "components": pv.components, "parents": store.prompt_parents(pv.id),
         "proposed_by": pv.proposed_by, "meta": pv.meta or {}, "created_at": _iso(pv.created_at),
-        "used_by": queries.generations_using(store, Generation.prompt_version, pv.id),
+        "used_by": queries.generations_using(store, "prompt_version", pv.id),
         "lm_calls": [{"id": c.id, "role": c.role, "model": c.model, "tokens": c.tokens, "latency_s": c.latency_s,
                       "error": c.error, "request_hash": c.request_hash,
                       "request_summary": _summary(c.request), "response_summary": _summary(c.response)}
@@ -69,7 +68,7 @@ def describe_prompt(store, pv) -> dict:
 
 def describe_weights(store, w) -> dict:
     return {**_weights_dict(w), "ancestry": store.weights_chain(w.id)[1:],
-            "used_by": queries.generations_using(store, Generation.weights_version, w.id)}
+            "used_by": queries.generations_using(store, "weights_version", w.id)}
 
 
 def _summary(obj, limit: int = 300) -> str:

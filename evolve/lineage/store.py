@@ -13,27 +13,21 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import func, insert, select, update
-from sqlalchemy.orm import Session, sessionmaker
 
 from evolve.errors import LineageError
 from evolve.lineage import db as dbmod
 from evolve.lineage import queries
+from evolve.lineage import tables as t
 from evolve.lineage.artifacts import ArtifactStore
-from evolve.lineage.models import (
-    Artifact,
-    Generation,
-    LMCall,
-    PromptLMCall,
-    PromptParent,
-    PromptVersion,
-    RolloutRecord,
-    Run,
-    Task,
-    WeightsVersion,
-    utcnow,
-)
+from evolve.lineage.tables import utcnow
+
+if TYPE_CHECKING:  # the ORM is imported on first use: `evolve lineage` and `check` never need it
+    from sqlalchemy.orm import Session
+
+    from evolve.lineage.models import Generation, LMCall, PromptVersion, RolloutRecord, Run, WeightsVersion
 from evolve.util.hashing import content_hash
 
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
@@ -45,7 +39,7 @@ class LineageStore:
     def __init__(self, engine, target: dbmod.Target):
         self.engine = engine
         self.target = target
-        self._session = sessionmaker(engine, expire_on_commit=False)
+        self._sessionmaker = None
 
     # -- opening -----------------------------------------------------------------------------
     @classmethod
@@ -84,6 +78,14 @@ class LineageStore:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    @property
+    def _session(self):
+        if self._sessionmaker is None:
+            from sqlalchemy.orm import sessionmaker
+
+            self._sessionmaker = sessionmaker(self.engine, expire_on_commit=False)
+        return self._sessionmaker
+
     def session(self) -> Session:
         return self._session()
 
@@ -95,11 +97,11 @@ class LineageStore:
         return Path(os.environ.get("EVOLVE_RUNS_DIR") or "runs").absolute()
 
     def artifacts(self, run_name: str) -> ArtifactStore:
-        run_id = self.get_run(run_name).id
+        run_id = self.run_id(run_name)
 
         def record(sha: str, kind: str, size: int) -> None:
             with self.engine.begin() as conn:
-                queries.insert_ignore(conn, Artifact.__table__,
+                queries.insert_ignore(conn, t.artifact,
                                       {"sha": sha, "run_id": run_id, "kind": kind, "size": size,
                                        "created_at": utcnow()})
 
@@ -107,6 +109,7 @@ class LineageStore:
 
     # -- runs and tasks ----------------------------------------------------------------------
     def create_run(self, name: str, config: dict | None = None) -> Run:
+        from evolve.lineage.models import Run
         from evolve.util.repro import code_version, package_versions
 
         if not _RUN_NAME.match(name) or name.isdigit():
@@ -120,6 +123,8 @@ class LineageStore:
         return run
 
     def find_run(self, name: str) -> Run | None:
+        from evolve.lineage.models import Run
+
         with self._session() as s:
             return s.scalar(select(Run).where(Run.name == name))
 
@@ -131,7 +136,7 @@ class LineageStore:
 
     def put_task(self, suite: str, task_id: str, content_hash: str) -> None:
         with self.engine.begin() as conn:
-            queries.insert_ignore(conn, Task.__table__,
+            queries.insert_ignore(conn, t.task,
                                   {"suite": suite, "task_id": task_id, "content_hash": content_hash})
 
     # -- prompt and weights versions ---------------------------------------------------------
@@ -139,6 +144,8 @@ class LineageStore:
                            proposed_by: str = "seed", lm_call_ids: Sequence[int] = (),
                            meta: dict | None = None) -> str:
         """Idempotent by content: a text seen before keeps its first parents (no cycles)."""
+        from evolve.lineage.models import PromptLMCall, PromptParent, PromptVersion
+
         if not isinstance(components, dict) or not all(isinstance(v, str) for v in components.values()):
             raise LineageError("prompt components must be a dict of name -> text")
         pv = content_hash({"components": components})  # == Candidate(components).id
@@ -160,6 +167,8 @@ class LineageStore:
         return pv
 
     def get_prompt_version(self, pv: str) -> PromptVersion:
+        from evolve.lineage.models import PromptVersion
+
         with self._session() as s:
             row = s.get(PromptVersion, pv)
         if row is None:
@@ -170,6 +179,8 @@ class LineageStore:
                             kind: str = "full", optimizer_artifact: str | None = None,
                             stats: dict | None = None, weights_sha256: str | None = None) -> str:
         """Idempotent: id = content_hash of {artifact_sha, parent, base_model, kind}."""
+        from evolve.lineage.models import WeightsVersion
+
         wid = content_hash({"artifact_sha": artifact_sha, "parent": parent, "base_model": base_model,
                             "kind": kind})
         stats = dict(stats or {})
@@ -184,6 +195,8 @@ class LineageStore:
         return wid
 
     def get_weights_version(self, wv: str) -> WeightsVersion:
+        from evolve.lineage.models import WeightsVersion
+
         with self._session() as s:
             row = s.get(WeightsVersion, wv)
         if row is None:
@@ -194,6 +207,8 @@ class LineageStore:
     def record_lm_call(self, role: str, model: str, request: dict, response: dict | None = None,
                        error: str | None = None, tokens: dict | None = None, latency_s: float = 0.0,
                        generation_id: int | None = None) -> int:
+        from evolve.lineage.models import LMCall
+
         with self._session.begin() as s:
             call = LMCall(role=role, model=model, request=request, request_hash=content_hash(request),
                           response=response, error=error, tokens=dict(tokens or {}),
@@ -204,6 +219,8 @@ class LineageStore:
 
     def find_lm_call(self, request_hash: str) -> LMCall | None:
         """The most recent successful call with this request hash (the replay cache)."""
+        from evolve.lineage.models import LMCall
+
         with self._session() as s:
             return s.scalar(select(LMCall).where(LMCall.request_hash == request_hash,
                                                  LMCall.error.is_(None), LMCall.response.is_not(None))
@@ -212,6 +229,8 @@ class LineageStore:
     # -- generations -------------------------------------------------------------------------
     def begin_generation(self, run_name: str, parent_id: int | None, seeds: dict | None = None) -> int:
         """Insert a pending generation with the next index of the run; returns its id."""
+        from evolve.lineage.models import Generation
+
         run = self.get_run(run_name)
         with self._session.begin() as s:
             if parent_id is not None:
@@ -231,6 +250,8 @@ class LineageStore:
 
     def add_rollouts(self, gid: int, rollouts: Iterable) -> int:
         """Bulk-insert :class:`evolve.rollout.Rollout` objects into a pending generation."""
+        from evolve.lineage.models import Generation
+
         rows = [queries.rollout_row(gid, r) for r in rollouts]
         with self.engine.begin() as conn:
             status = conn.scalar(select(Generation.status).where(Generation.id == gid))
@@ -239,13 +260,15 @@ class LineageStore:
             if status != "pending":
                 raise LineageError(f"generation {gid} is {status}; rollouts go into pending generations")
             if rows:
-                conn.execute(insert(RolloutRecord.__table__), rows)
+                conn.execute(insert(t.rollout), rows)
         return len(rows)
 
     def commit_generation(self, gid: int, prompt_version: str, weights_version: str,
                           state_artifact: str | None = None, metrics: dict | None = None,
                           timings: dict | None = None, rng_artifact: str | None = None) -> Generation:
         """Verify every referenced artifact on disk, then mark the generation committed atomically."""
+        from evolve.lineage.models import Generation
+
         gen = self.get_generation(gid)
         if gen.status != "pending":
             raise LineageError(f"generation {gid} is {gen.status}; only a pending one can be committed")
@@ -265,16 +288,20 @@ class LineageStore:
 
     def fail_generation(self, gid: int, error: str) -> None:
         """Mark a pending generation failed (kept for the record; never resumed from)."""
+        from evolve.lineage.models import Generation
+
         with self._session.begin() as s:
             s.execute(update(Generation).where(Generation.id == gid, Generation.status == "pending")
                       .values(status="failed", error=str(error)[:10000]))
 
     def discard_pending(self, run_name: str) -> int:
         """Delete the run's pending generations with their rollouts and lm calls; returns how many."""
-        return queries.discard_pending(self, self.get_run(run_name).id)
+        return queries.discard_pending(self, self.run_id(run_name))
 
     # -- reading -----------------------------------------------------------------------------
     def get_generation(self, gid: int) -> Generation:
+        from evolve.lineage.models import Generation
+
         with self._session() as s:
             gen = s.get(Generation, gid)
         if gen is None:
@@ -283,14 +310,19 @@ class LineageStore:
 
     def resolve_generation(self, ref: str | int) -> Generation:
         """``RUN:INDEX`` or a numeric id -> Generation; LineageError if unknown."""
+
         return queries.resolve_generation(self, ref)
 
     def generation_name(self, gen: Generation) -> str:
+        from evolve.lineage.models import Run
+
         with self._session() as s:
             return f"{s.scalar(select(Run.name).where(Run.id == gen.run_id))}:{gen.index}"
 
     def latest_committed(self, run_name: str) -> Generation | None:
         """The committed generation with the highest index (where a plain resume continues)."""
+        from evolve.lineage.models import Generation
+
         run = self.get_run(run_name)
         with self._session() as s:
             return s.scalar(select(Generation).where(Generation.run_id == run.id,
@@ -298,11 +330,15 @@ class LineageStore:
                             .order_by(Generation.index.desc()).limit(1))
 
     def children(self, gid: int) -> list[Generation]:
+        from evolve.lineage.models import Generation
+
         with self._session() as s:
             return list(s.scalars(select(Generation).where(Generation.parent_id == gid)
                                   .order_by(Generation.index)))
 
     def rollouts(self, gid: int, purpose: str | None = None) -> list[RolloutRecord]:
+        from evolve.lineage.models import RolloutRecord
+
         q = select(RolloutRecord).where(RolloutRecord.generation_id == gid)
         if purpose is not None:
             q = q.where(RolloutRecord.purpose == purpose)
@@ -310,23 +346,31 @@ class LineageStore:
             return list(s.scalars(q.order_by(RolloutRecord.id)))
 
     def prompt_parents(self, pv: str) -> list[str]:
+        from evolve.lineage.models import PromptParent
+
         with self._session() as s:
             return list(s.scalars(select(PromptParent.parent).where(PromptParent.child == pv)
                                   .order_by(PromptParent.position)))
 
     def lm_calls_for_prompt(self, pv: str) -> list[LMCall]:
+        from evolve.lineage.models import LMCall, PromptLMCall
+
         with self._session() as s:
             return list(s.scalars(select(LMCall).join(PromptLMCall, PromptLMCall.lm_call_id == LMCall.id)
                                   .where(PromptLMCall.prompt_version == pv).order_by(LMCall.id)))
 
     def prompt_versions(self, run_name: str) -> list[PromptVersion]:
         """Prompt versions the run's generations use, with all their ancestors."""
-        return queries.prompt_versions(self, self.get_run(run_name).id)
+        return queries.prompt_versions(self, self.run_id(run_name))
 
     def resolve_prompt_version(self, prefix: str) -> PromptVersion:
+        from evolve.lineage.models import PromptVersion
+
         return queries.resolve_prefix(self, PromptVersion, prefix, "prompt version")
 
     def resolve_weights_version(self, prefix: str) -> WeightsVersion:
+        from evolve.lineage.models import WeightsVersion
+
         return queries.resolve_prefix(self, WeightsVersion, prefix, "weights version")
 
     def weights_chain(self, wv: str) -> list[str]:
@@ -338,5 +382,12 @@ class LineageStore:
 
     def lineage(self, run_name: str) -> list[dict]:
         """Every generation of the run as plain dicts (one query), ordered by index."""
-        run = self.get_run(run_name)
-        return queries.lineage(self, run.id, run.name)
+        return queries.lineage(self, self.run_id(run_name), run_name)
+
+    def run_id(self, name: str) -> int:
+        """The run's id (Core only); LineageError if unknown."""
+        with self.engine.connect() as conn:
+            rid = conn.scalar(select(t.run.c.id).where(t.run.c.name == name))
+        if rid is None:
+            raise LineageError(f"unknown run {name!r}")
+        return rid

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from evolve.lineage.models import Base
+from evolve.lineage.tables import metadata
 
 config = context.config
 connection = config.attributes.get("connection")
@@ -20,7 +20,7 @@ if connection is None:  # `alembic` CLI use during development: -x url=...
 
 context.configure(
     connection=connection,
-    target_metadata=Base.metadata,
+    target_metadata=metadata,
     render_as_batch=connection.dialect.name == "sqlite",
 )
 with context.begin_transaction():
