@@ -51,6 +51,9 @@ def load_tokenizer(path: str):
 def load_model(spec: PolicySpec, base_path: str, adapter_dir: str | None = None, full_dir: str | None = None):
     """The trainable model: base weights (or a full checkpoint), then the LoRA adapter if any."""
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # per-load bars would drown the loop's one-line progress
 
     source = full_dir or base_path
     try:

@@ -155,3 +155,22 @@ def test_rollouts_without_token_ids_cannot_train(random_model_dir):
                        messages=[], prompt_text="", completion="x", reward=float(i)) for i in range(2)]]
     with pytest.raises(EvolveError, match="no token ids"):
         policy.update(groups)
+
+
+def test_lora_kl_reference_is_the_adapter_disabled(random_model_dir):
+    spec = _spec(random_model_dir, finetune="lora", grpo={"beta": 0.1, "num_iterations": 2},
+                 optimizer={"lr": 5e-2}, lora={"r": 4})
+    policy = load_policy(spec)
+    assert policy.updater.reference is None  # no frozen copy: the base is the adapter switched off
+    samples = policy.generate(PROMPTS, n=4, seed=0)
+    stats = policy.update(_rollouts(samples, [[1, 0, 0, 1], [0, 1, 0, 0], [1, 1, 0, 0]]))
+    # Epoch 1 starts at the base (LoRA B = 0, so KL = 0); epoch 2 has moved, so the mean KL is > 0.
+    assert stats.kl > 0
+    ids = torch.tensor([samples[0][0].prompt_ids])
+    with torch.no_grad(), policy.model.disable_adapter():
+        base_logits = policy.model(input_ids=ids).logits
+    from transformers import AutoModelForCausalLM
+
+    with torch.no_grad():
+        plain = AutoModelForCausalLM.from_pretrained(random_model_dir)(input_ids=ids).logits
+    assert torch.allclose(base_logits, plain, atol=1e-6)
