@@ -27,7 +27,12 @@ def load_suite_tasks(suite: str, split: str, n: int | None, seed: int):
 
         tasks = load_humaneval()
         return tasks[:n] if n else tasks
-    raise ConfigError(f"unknown suite {suite!r}; expected one of {', '.join(SUITES)}")
+    if Path(suite).is_file():  # a task file (JSONL/TOML) that evolve.verification.load_tasks reads
+        from evolve.verification import load_tasks
+
+        tasks = load_tasks(suite)
+        return tasks[:n] if n else tasks
+    raise ConfigError(f"unknown suite {suite!r}; expected one of {', '.join(SUITES)} or a task file")
 
 
 def default_prompt(suite: str) -> dict[str, str]:
@@ -69,7 +74,7 @@ def _from_generation(ref: str, db: str | None, dest: Path):
 def eval_cmd(
     generation: str | None = typer.Argument(None, help="A lineage generation RUN:INDEX (or id) to evaluate."),
     policy: Path | None = typer.Option(None, "--policy", help="A policy spec TOML (instead of GEN)."),
-    suite: str = typer.Option("tiny-coder", "--suite", help=f"Task suite: {', '.join(SUITES)}."),
+    suite: str = typer.Option("tiny-coder", "--suite", help=f"Task suite: {', '.join(SUITES)}, or a task file."),
     split: str = typer.Option("heldout", "--split", help="Suite split (tiny-coder: train | heldout)."),
     samples: int = typer.Option(16, "--samples", min=1, help="Samples per task (n in pass@k)."),
     k: str = typer.Option("1,4,16", "--k", help="Comma-separated k values (those above --samples are dropped)."),
