@@ -23,7 +23,7 @@ def _plot_series(ax, gens: list[dict], value, label: str, style: str = "o-") -> 
         v = value(g)
         if v is None:
             continue
-        p = by_id.get(g["parent"])
+        p = by_id.get(g["parent_id"])
         pv = value(p) if p else None
         if p is not None and pv is not None:
             ax.plot([p["index"], g["index"]], [pv, v], "-", color="C0", alpha=0.6)
@@ -136,7 +136,7 @@ def _write_summary(run: str, gens: list[dict], out: Path) -> Path:
     for g in gens:
         m = g.get("metrics") or {}
         att = m.get("attribution") or {}
-        parent = by_id.get(g["parent"])
+        parent = by_id.get(g["parent_id"])
         lines.append(
             f"| {g['index']} | {parent['index'] if parent else '-'} | `{g['prompt_version'][:8]}` | "
             f"`{str(g['weights_version'])[:8]}` | {m.get('train_reward', float('nan')):.3f} | "

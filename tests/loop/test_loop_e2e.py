@@ -44,8 +44,8 @@ def test_run_records_a_committed_lineage(base_run):
     assert [g["status"] for g in gens] == ["committed"] * 3
     by_name = {g["name"]: g for g in gens}
     assert by_name["t:0"]["parent"] is None
-    assert by_name["t:1"]["parent"] == by_name["t:0"]["id"]
-    assert by_name["t:2"]["parent"] == by_name["t:1"]["id"]
+    assert by_name["t:1"]["parent"] == "t:0"
+    assert by_name["t:2"]["parent"] == "t:1"
     for g in gens:
         held = g["metrics"]["heldout"]
         assert 0.0 <= held["pass@1"] <= held["pass@4"] <= 1.0
@@ -81,8 +81,8 @@ def test_resume_then_fork_keeps_the_original_branch(base_run):
     evolve("resume", "t", "--generations", "1", db=base_run)
     evolve("resume", "t", "--from", "t:1", "--generations", "1", db=base_run)
     after = {g["name"]: g for g in lineage(base_run, "t")}
-    assert after["t:3"]["parent"] == after["t:2"]["id"]  # resume continues the newest
-    assert after["t:4"]["parent"] == after["t:1"]["id"]  # the fork branches from t:1
+    assert after["t:3"]["parent"] == "t:2"  # resume continues the newest
+    assert after["t:4"]["parent"] == "t:1"  # the fork branches from t:1
     for name, g in before.items():  # the original branch is untouched
         assert (after[name]["prompt_version"], after[name]["weights_version"], after[name]["status"]) == (
             g["prompt_version"], g["weights_version"], g["status"])
