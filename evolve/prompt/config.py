@@ -41,8 +41,9 @@ class PromptEvolutionConfig:
     components: tuple[str, ...] = ("system", "lessons", "demos")
     # Lesson library folder (prompts/lessons/*.md) for the offline reflector.
     lessons_dir: str = "prompts/lessons"
-    # At most this many lessons (lines) in the lessons component; the tiny model has a ~256-token context.
-    max_lessons: int = 4
+    # At most this many lessons (lines) in the lessons component; the tiny model has a ~256-token context
+    # and was trained on system messages of at most 4 lines (the seed instruction + 3).
+    max_lessons: int = 3
     # Few-shot demonstrations from verified successes; 0 disables demos (the tiny model cannot use them).
     max_demos: int = 0
     # A proposed component longer than this is rejected (never silently cut).

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from pathlib import Path
 
 from evolve.prompt.candidate import Candidate
 from evolve.prompt.config import PromptEvolutionConfig
@@ -25,6 +26,15 @@ from evolve.prompt.reflective_dataset import ReflectiveDataset
 
 DEMO_HEADER = "Example task:"
 OP_WEIGHTS = {"add-lesson": 0.6, "remove-lesson": 0.15, "reorder-lessons": 0.1, "swap-demos": 0.15}
+
+
+def resolve_lessons_dir(path: str) -> Path:
+    """``path`` as given, else relative to the checkout (a run started from another folder)."""
+    p = Path(path)
+    if p.is_dir() or p.is_absolute():
+        return p
+    repo = Path(__file__).resolve().parents[3] / p
+    return repo if repo.is_dir() else p
 
 
 def render_demos(demos: list[dict]) -> str:
@@ -48,7 +58,7 @@ class OfflineReflector:
                  library: LessonLibrary | None = None) -> None:
         self.config = config
         self.recorder = recorder or NullRecorder()
-        self.library = library if library is not None else LessonLibrary.load(config.lessons_dir)
+        self.library = library if library is not None else LessonLibrary.load(resolve_lessons_dir(config.lessons_dir))
 
     def reflect(self, parent: Candidate, dataset: ReflectiveDataset, rng: random.Random, n: int,
                 avoid: frozenset[str] = frozenset()) -> list[Draft]:
