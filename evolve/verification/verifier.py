@@ -176,7 +176,7 @@ class Verifier:
             stages.append(res)
         required = {s.name for s in pipe.stages if s.required}
         failed = [r for r in stages if not r.passed and not (r.skipped and r.trace == "not applicable")]
-        failed_req = [r for r in failed if r.name in required or r.trace.startswith("skipped")]
+        failed_req = [r for r in failed if r.name in required]  # incl. required stages stop_first skipped
         flags = list(reply.flags)
         passed = not failed_req and not flags
         total = sum(w for w, _ in applied)

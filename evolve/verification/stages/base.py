@@ -44,7 +44,7 @@ class Stage(Protocol):
 
 
 def short(value: object, limit: int = MAX_REPR) -> str:
-    text = value if isinstance(value, str) and limit < 0 else repr(value)
+    text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -78,7 +78,7 @@ class TestStage:
         call, reply = call_repr(entry, test.inputs), ctx.reply
         if reply.load_error is not None:
             name, msg, line = reply.load_error
-            return TestFailure(self.name, name, f"{name}: {short(msg, -1)[:200]} while loading (line {line})", call)
+            return TestFailure(self.name, name, f"{name}: {clip(str(msg), 200)} while loading (line {line})", call)
         if out.status == "ok":
             kind = judge(test, out.value, ctx.pipeline.strict_types)
             if kind is None:
@@ -94,7 +94,7 @@ class TestStage:
         if out.status == "err":
             name, msg, line = out.error
             where = f" (line {line})" if line else ""
-            return TestFailure(self.name, name, f"{name}: {short(msg, -1)[:200]} at {call}{where}", call,
+            return TestFailure(self.name, name, f"{name}: {clip(str(msg), 200)} at {call}{where}", call,
                                _expect_text(test), name)
         kind = reply.job_error or "Missing"
         return TestFailure(self.name, kind, f"{kind}: {reply.job_message or 'no result'} at {call}", call,
@@ -106,10 +106,10 @@ class TestStage:
             return StageResult(self.name, 1.0, True, "check() passed in the sandbox on plain results (weak)")
         if reply.load_error is not None:
             name, msg, line = reply.load_error
-            text = f"{name}: {short(msg, -1)[:200]} while loading (line {line})"
+            text = f"{name}: {clip(str(msg), 200)} while loading (line {line})"
         elif reply.weak_error is not None:
             name, msg, line = reply.weak_error
-            text = f"{name}: {short(msg, -1)[:200]} in check()" + (f" (candidate line {line})" if line else "")
+            text = f"{name}: {clip(str(msg), 200)} in check()" + (f" (candidate line {line})" if line else "")
         else:
             name = reply.job_error or "Missing"
             text = f"{name}: {reply.job_message or 'no result'} in check()"

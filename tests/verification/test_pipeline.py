@@ -1,0 +1,120 @@
+"""Pipelines from TOML: validation, policies, weights, partial credit, exact types."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from evolve.errors import ConfigError
+from evolve.verification import Task, TestCase, Verifier, load_pipeline
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_shipped_pipelines_load():
+    for name in ("default", "humaneval", "strict"):
+        p = load_pipeline(REPO / "verifiers" / f"{name}.toml")
+        assert p.name == name and p.stages
+    strict = load_pipeline(REPO / "verifiers" / "strict.toml")
+    assert strict.policy == "stop_first" and [s.name for s in strict.stages][-2:] == ["lint", "perf"]
+    # The built-in default and verifiers/default.toml say the same thing.
+    a, b = load_pipeline(None), load_pipeline(REPO / "verifiers" / "default.toml")
+    assert (a.stages, a.policy, a.limits, a.strict_types) == (b.stages, b.policy, b.limits, b.strict_types)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ('policy = "maybe"\n[[stages]]\nname = "hidden"\n', "'policy'"),
+    ('[[stages]]\nname = "fuzz"\n', "'name'"),
+    ('[[stages]]\nname = "hidden"\nweight = "x"\n', "'weight'"),
+    ('stages = []\n', "'stages'"),
+    ('bogus = 1\n[[stages]]\nname = "hidden"\n', "'bogus'"),
+    ('[limits]\ntimeout_s = -1\n[[stages]]\nname = "hidden"\n', "'timeout_s'"),
+    ('[[stages]\n', "not valid TOML"),
+])
+def test_malformed_pipeline_names_file_and_key(tmp_path, text, needle):
+    p = tmp_path / "bad.toml"
+    p.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_pipeline(p)
+    assert str(p) in str(e.value) and needle in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_missing_pipeline_file(tmp_path):
+    with pytest.raises(ConfigError, match="no such pipeline file"):
+        load_pipeline(tmp_path / "nope.toml")
+
+
+TASK = Task("t", "def f(x):\n", "f", visible_tests=(TestCase((1,), 2),),
+            hidden_tests=tuple(TestCase((i,), 2 * i) for i in range(4)), canonical_solution="    return 2 * x\n")
+
+
+def test_continue_gives_feedback_from_every_stage_and_partial_credit(verifier):
+    r = verifier.verify(TASK, "    return 2 * x if x < 2 else 0\n")  # visible ok, hidden 2/4
+    names = [s.name for s in r.stages]
+    assert names == ["compile", "visible", "hidden"]
+    hidden = r.stages[2]
+    assert hidden.score == 0.5 and not hidden.passed and not r.passed
+    # reward = (0.1 * 1 + 0.3 * 1 + 0.6 * 0.5) / 1.0
+    assert r.reward == pytest.approx(0.7)
+    assert "hidden test 3/4 failed: f(2) expected 4, got 0" in r.trace
+    assert len(hidden.failures) == 2 and hidden.failures[0].expected_repr == "4"
+
+
+def test_stop_first_skips_later_stages(tmp_path):
+    p = tmp_path / "s.toml"
+    p.write_text('policy = "stop_first"\n[[stages]]\nname = "compile"\nweight = 1\n'
+                 '[[stages]]\nname = "visible"\nweight = 1\n[[stages]]\nname = "hidden"\nweight = 2\n')
+    with Verifier(load_pipeline(p), jobs=1) as v:
+        r = v.verify(TASK, "    return 3\n")
+        assert [s.skipped for s in r.stages] == [False, False, True]
+        assert r.stages[2].trace.startswith("skipped") and r.reward == pytest.approx(0.25)
+        assert v.verify(TASK, TASK.canonical_solution).reward == 1.0
+
+
+def test_exact_types_and_python_equality(verifier):
+    t = Task("half", "def half(x):\n", "half", hidden_tests=(TestCase((4,), 2),))
+    r = verifier.verify(t, "    return x / 2\n")
+    assert not r.passed and r.error_class == "TypeMismatch" and "float" in r.trace
+    tb = Task("b", "def b(x):\n", "b", hidden_tests=(TestCase((1,), 1),))
+    assert verifier.verify(tb, "    return True\n").error_class == "TypeMismatch"
+    tl = Task("l", "def l():\n", "l", hidden_tests=(TestCase((), [1, (2, 3)]),))
+    assert verifier.verify(tl, "    return [1, [2, 3]]\n").error_class == "TypeMismatch"
+    assert verifier.verify(tl, "    return [1, (2, 3)]\n").passed
+    loose = dataclasses.replace(verifier.pipeline, strict_types=False)
+    with Verifier(loose, jobs=1) as v:
+        assert v.verify(t, "    return x / 2\n").passed
+
+
+def test_partial_credit_off_is_all_or_nothing(verifier):
+    p = dataclasses.replace(verifier.pipeline, partial_credit=False)
+    with Verifier(p, jobs=1) as v:
+        r = v.verify(TASK, "    return 2 * x if x < 2 else 0\n")
+        assert r.stages[2].score == 0.0
+
+
+def test_readable_traces_for_exceptions(verifier):
+    t = Task("d", "def d(xs):\n", "d", hidden_tests=(TestCase(([],), 0), TestCase(([2],), 2)))
+    r = verifier.verify(t, "    return sum(xs) // len(xs)\n")
+    assert r.error_class == "ZeroDivisionError"
+    assert "ZeroDivisionError: integer division or modulo by zero at d([]) (line 2)" in r.trace
+    big = Task("big", "def big(s):\n", "big", hidden_tests=(TestCase(("x" * 5000,), "y"),))
+    r = verifier.verify(big, "    return s * 3\n")
+    assert len(r.trace) <= 1000 and all(len(f.got_repr) <= 200 for f in r.failures)
+
+
+def test_lint_and_perf_stages(tmp_path):
+    with Verifier(load_pipeline(REPO / "verifiers" / "strict.toml"), jobs=1) as v:
+        r = v.verify(TASK, TASK.canonical_solution)
+        names = {s.name: s for s in r.stages}
+        assert r.passed and names["lint"].passed and names["perf"].passed, r.trace
+        r = v.verify(TASK, "    import os\n    return 2 * x\n")  # F401: unused import
+        assert names and not [s for s in r.stages if s.name == "lint"][0].passed
+        assert r.passed  # lint is optional: it costs reward, not the verdict
+        assert r.reward < 1.0
+        slow = "    import time\n    time.sleep(0.05)\n    return 2 * x\n"
+        r = v.verify(TASK, slow)
+        perf = [s for s in r.stages if s.name == "perf"][0]
+        assert not perf.passed and perf.error_class == "TooSlow"
