@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -77,15 +79,20 @@ def build(db: Path, n: int, seed: int = 0) -> str:
     return run.name
 
 
-def timed(cmd: list[str], repeats: int) -> tuple[float, int]:
-    """Median wall time of a subprocess over ``repeats`` runs (one warm-up first), and its output size."""
+def timed(cmd: list[str], repeats: int) -> tuple[float, float, int]:
+    """Median wall and CPU (user+sys) seconds of a subprocess over ``repeats`` runs (after a warm-up),
+    and its output size. CPU time is what the command costs; wall time also counts waiting for a
+    core, which on a shared 2-core machine can be most of it."""
     out = subprocess.run(cmd, capture_output=True, check=True).stdout
-    times = []
+    walls, cpus = [], []
     for _ in range(repeats):
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         subprocess.run(cmd, capture_output=True, check=True)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), len(out)
+        walls.append(time.perf_counter() - t)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
+    return statistics.median(walls), statistics.median(cpus), len(out)
 
 
 def in_process(db: Path, run: str, repeats: int) -> tuple[float, float]:
@@ -101,6 +108,39 @@ def in_process(db: Path, run: str, repeats: int) -> tuple[float, float]:
         q.append(t1 - t)
         r.append(time.perf_counter() - t1)
     return statistics.median(q), statistics.median(r)
+
+
+def rollout_insert(db: Path, n: int = 1000) -> tuple[float, float]:
+    """add_rollouts of one generation's ``n`` rollouts, vs sqlite3 executemany of the same rows."""
+    import json
+    import sqlite3
+
+    from evolve.lineage.queries import rollout_row
+    from evolve.rollout import Rollout
+    from evolve.verification.types import StageResult, VerifyResult
+
+    res = VerifyResult("t", 0.0, False, [StageResult("hidden", 0.0, False, trace="expected 1, got 2")],
+                       trace="expected 1, got 2", error_class="WrongAnswer")
+    rs = [Rollout(f"t{i // 8}", i // 8, i % 8, "p" * 64, "w" * 64, [], "prompt " * 40, "def f(x):\n    return x\n" * 4,
+                  result=res, reward=0.0, advantage=0.1) for i in range(n)]
+    with LineageStore.open(str(db)) as s:
+        s.create_run("ins", {})
+        gid = s.begin_generation("ins", None, {})
+        t = time.perf_counter()
+        s.add_rollouts(gid, rs)
+        ours = time.perf_counter() - t
+        gid2 = s.begin_generation("ins", None, {})
+    rows = [rollout_row(gid2, r) for r in rs]
+    cols = list(rows[0])
+    con = sqlite3.connect(db)
+    t = time.perf_counter()
+    con.executemany(f"INSERT INTO rollout ({', '.join('group_index' if c == 'group' else c for c in cols)}) "
+                    f"VALUES ({', '.join('?' * len(cols))})",
+                    [[json.dumps(v) if isinstance(v, (list, dict)) else v for v in r.values()] for r in rows])
+    con.commit()
+    raw = time.perf_counter() - t
+    con.close()
+    return ours, raw
 
 
 def rich_tree(db: Path, run: str, limit: int) -> float:
@@ -143,19 +183,26 @@ def main() -> None:
         ]
         query_s, render_s = in_process(db, run, r)
         rich_s = rich_tree(db, run, args.rich_limit)
-    base = rows[0][1]
-    print(f"lineage of {args.generations} generations (built in {build_s:.1f}s); median of {r} runs")
-    print(f"{'what':42} {'seconds':>8} {'x start':>8} {'output':>10}")
-    for name, s, size in rows:
-        print(f"{name:42} {s:8.3f} {s / base:8.1f} {size:>10,}")
-    print(f"{'  in-process: open + lineage query':42} {query_s:8.3f} {query_s / base:8.1f}")
-    print(f"{'  in-process: text tree of all':42} {render_s:8.3f} {render_s / base:8.1f}")
-    print(f"{f'  Rich Tree of first {args.rich_limit} (not used)':42} {rich_s:8.3f} {rich_s / base:8.1f}")
+        ins_s, raw_ins_s = rollout_insert(Path(tmp) / "ins.db")
+    base, runs = rows[0][1], rows[2][1]
+    print(f"lineage of {args.generations} generations (built in {build_s:.1f}s); median of {r} runs; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"{'what':42} {'wall s':>7} {'cpu s':>7} {'x start':>8} {'x runs':>7} {'output':>10}")
+    for name, wall, cpu, size in rows:
+        print(f"{name:42} {wall:7.3f} {cpu:7.3f} {wall / base:8.1f} {wall / runs:7.2f} {size:>10,}")
+    print(f"{'in-process: open + lineage query':42} {query_s:7.3f} {'':>7} {query_s / base:8.1f}")
+    print(f"{'in-process: text tree of all':42} {render_s:7.3f} {'':>7} {render_s / base:8.1f}")
+    print(f"{f'Rich Tree of first {args.rich_limit} (not used)':42} {rich_s:7.3f} {'':>7} {rich_s / base:8.1f}")
+    print(f"{'add_rollouts, 1000 rollouts':42} {ins_s:7.3f} {'':>7} {'':>8} {'':>7}   x{ins_s / raw_ins_s:.1f} raw")
+    print(f"{'  raw sqlite3 executemany, same rows':42} {raw_ins_s:7.3f}")
     print(f"interpreter_start_s={base:.3f}")
-    print(f"evolve_runs_s={rows[2][1]:.3f}")
-    print(f"lineage_10k_query_s={query_s:.3f}")
-    print(f"lineage_10k_json_s={rows[4][1]:.3f}")
-    print(f"lineage_10k_s={rows[3][1]:.3f}")
+    print(f"add_rollouts_1000_s={ins_s:.3f}")
+    print(f"evolve_runs_s={runs:.3f}")
+    tag = f"{args.generations // 1000}k" if args.generations >= 1000 else str(args.generations)
+    print(f"lineage_{tag}_query_s={query_s:.3f}")
+    print(f"lineage_{tag}_json_s={rows[4][1]:.3f}")
+    print(f"lineage_{tag}_cpu_s={rows[3][2]:.3f}")
+    print(f"lineage_{tag}_s={rows[3][1]:.3f}")
 
 
 if __name__ == "__main__":

@@ -71,8 +71,28 @@ def check(store, run_name: str | None = None) -> CheckReport:
         refs = [s for s in (r.state_artifact, r.rng_artifact) if s] + wv_shas.get(r.weights_version, [])
         for problem in queries.artifact_problems(store, r.run_id, refs, cache):
             rep.violations.append(f"{name[r.id]}: {problem}")
+    _check_recorded_artifacts(store, run_name, runs, cache, rep)
     rep.artifacts = len(cache)
     return rep
+
+
+def _check_recorded_artifacts(store, run_name: str | None, runs: dict, cache: dict, rep: CheckReport) -> None:
+    """Every blob the lineage recorded as durable must still be there and intact, referenced or not."""
+    from evolve.lineage.artifacts import ArtifactStore
+
+    a = t.artifact
+    q = select(a.c.sha, a.c.run_id, a.c.kind).order_by(a.c.run_id, a.c.sha)
+    if run_name is not None:
+        q = q.where(a.c.run_id == store.run_id(run_name))
+    with store.engine.connect() as conn:
+        rows = conn.execute(q).all()
+    named = " ".join(rep.violations)  # a file of a broken checkpoint is already named by its generation
+    for sha, run_id, kind in rows:
+        if sha in cache:
+            continue
+        name = runs.get(run_id, "?")
+        cache[sha] = ArtifactStore(store.runs_dir / name / "artifacts").problems(sha, manifest=kind == "manifest")
+        rep.violations.extend(f"run {name}: {p}" for p in cache[sha] if sha not in named)
 
 
 def _check_generation_links(gens: dict, gens_all: dict, name: dict, rep: CheckReport) -> None:

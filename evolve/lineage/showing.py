@@ -95,15 +95,17 @@ def _iso(dt):
 
 # -- human output ------------------------------------------------------------------------------
 def print_human(console, kind: str, info: dict) -> None:
+    """Rich output; user text (prompts, metric names) goes in as Text so '[...]' is never markup."""
     from rich.panel import Panel
     from rich.table import Table
+    from rich.text import Text
 
     if kind == "generation":
         console.print(f"[bold]generation {info['name']}[/] (id {info['id']}, {info['status']})")
         console.print(f"parent: {info['parent'] or '-'}   children: {', '.join(info['children']) or '-'}")
         console.print(f"prompt version: {info['prompt_version'] or '-'} ({info['prompt_proposed_by'] or '-'})")
         for name, text in (info["prompt"] or {}).items():
-            console.print(Panel(text, title=name, title_align="left"), markup=False)
+            console.print(Panel(Text(text), title=Text(name), title_align="left"))
         w = info["weights"]
         if w:
             console.print(f"weights version: {w['id']} ({w['kind']} of {w['base_model']}), parent "
@@ -113,7 +115,7 @@ def print_human(console, kind: str, info: dict) -> None:
         if info["rollouts"]:
             t = Table("purpose", "rollouts", "passed", "mean reward", title="rollouts")
             for p, r in info["rollouts"].items():
-                t.add_row(p, str(r["n"]), str(r["passed"]), fmt(r["mean_reward"]))
+                t.add_row(Text(p), str(r["n"]), str(r["passed"]), fmt(r["mean_reward"]))
             console.print(t)
         if info["error"]:
             console.print(f"error: {info['error']}", markup=False)
@@ -122,7 +124,7 @@ def print_human(console, kind: str, info: dict) -> None:
         console.print(f"parents: {', '.join(short(p, 12) for p in info['parents']) or '-'}")
         console.print(f"used by: {', '.join(info['used_by'][:20]) or '-'}")
         for name, text in info["components"].items():
-            console.print(Panel(text, title=name, title_align="left"), markup=False)
+            console.print(Panel(Text(text), title=Text(name), title_align="left"))
         for c in info["lm_calls"]:
             console.print(f"lm call {c['id']} ({c['role']}, {c['model']}, {c['latency_s']:.2f}s, "
                           f"tokens {c['tokens']})", markup=False)
@@ -139,17 +141,19 @@ def print_human(console, kind: str, info: dict) -> None:
 
 def _kv_table(console, title: str, d: dict) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     if not d:
         return
     t = Table("name", "value", title=title)
     for k, v in flat_metrics(d).items():
-        t.add_row(str(k), fmt(v))
+        t.add_row(Text(str(k)), Text(fmt(v)))
     console.print(t)
 
 
 def print_diff(console, d: dict) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     console.print(f"[bold]A = {d['a']}   B = {d['b']}[/]")
     pv = d["prompt_version"]
@@ -161,7 +165,8 @@ def print_diff(console, d: dict) -> None:
             console.out(text, end="", highlight=False)
     t = Table("metric", "A", "B", "B - A", title="metrics")
     for m in d["metrics"]:
-        t.add_row(m["name"], fmt(m["a"]), fmt(m["b"]), "" if m["delta"] is None else f"{m['delta']:+.4g}")
+        t.add_row(Text(m["name"]), Text(fmt(m["a"])), Text(fmt(m["b"])),
+                  "" if m["delta"] is None else f"{m['delta']:+.4g}")
     if d["metrics"]:
         console.print(t)
     w = d["weights_version"]

@@ -157,3 +157,24 @@ def test_runs_lists_counts(store, db_url, tmp_path, cli):
     assert run["latest_committed"] == 5
     r = cli("runs", "--db", db_url)
     assert r.code == 0 and "demo" in r.out
+
+
+def test_show_prints_prompt_text_verbatim(store, db_url, cli):
+    """Prompt text is data: Rich markup-like brackets must print as written."""
+    text = "Return xs[0] if xs else None.\n[bold]not markup[/] and [/] alone."
+    pv = store.put_prompt_version({"system": text, "weird[name]": "y"})
+    r = cli("show", pv[:12], "--db", db_url)
+    assert r.code == 0, r.err
+    assert "Return xs[0] if xs else None." in r.out and "[bold]not markup[/] and [/] alone." in r.out
+    assert "weird[name]" in r.out
+
+
+def test_check_verifies_unreferenced_recorded_artifacts(store, db_url, tmp_path, cli):
+    build_fork_merge(store, tmp_path)
+    art = store.artifacts("demo")
+    orphan = art.put_bytes(b"a blob no generation names")
+    assert cli("check", "--db", db_url).code == 0
+    art.path(orphan).write_bytes(b"bit rot")
+    r = cli("check", "demo", "--db", db_url)
+    assert r.code == 1
+    assert f"violation: run demo: artifact {orphan} is corrupt" in r.out
