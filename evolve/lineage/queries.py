@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Integer, String, cast, delete, func, insert, select
@@ -37,12 +39,21 @@ def rollout_row(gid: int, r) -> dict:
         "generation_id": gid, "task_id": r.task_id, "group": int(r.group),
         "sample_index": int(r.sample_index), "prompt_version": r.prompt_version,
         "weights_version": r.weights_version, "purpose": r.purpose, "prompt": r.prompt_text or "",
-        "completion": r.completion or "", "reward": float(r.reward),
-        "advantage": None if r.advantage is None else float(r.advantage), "passed": bool(r.passed),
+        "completion": r.completion or "", "reward": _finite(r.reward, r),
+        "advantage": None if r.advantage is None else plain_json(float(r.advantage), "advantage"),
+        "passed": bool(r.passed),
         "error_class": res.error_class if res else None,
-        "stages": res.to_dict()["stages"] if res else [], "trace": res.trace if res else "",
-        "hack_flags": list(res.hack_flags) if res else [], "truncated": bool(getattr(r, "truncated", False)),
+        "stages": plain_json(res.to_dict()["stages"], "rollout stages") if res else [],
+        "trace": res.trace if res else "", "hack_flags": list(res.hack_flags) if res else [],
+        "truncated": bool(getattr(r, "truncated", False)),
     }
+
+
+def _finite(x, r) -> float:
+    x = float(x)
+    if not math.isfinite(x):
+        raise LineageError(f"rollout {r.task_id}#{r.sample_index} has reward {x}; rewards must be finite")
+    return x
 
 
 def artifact_problems(store: LineageStore, run_id: int, shas, cache: dict | None = None) -> list[str]:
@@ -224,3 +235,28 @@ def generations_using(store: LineageStore, column: str, value: str) -> list[str]
         rows = conn.execute(select(t.run.c.name, g.c.index).join(t.run, t.run.c.id == g.c.run_id)
                             .where(g.c[column] == value).order_by(t.run.c.name, g.c.index)).all()
     return [f"{n}:{i}" for n, i in rows]
+
+
+def plain_json(obj, what: str):
+    """``obj`` as plain JSON values, the same on every backend.
+
+    Tuples and sets become lists, numpy scalars Python numbers, pydantic models and dataclasses
+    dicts. Non-finite floats become None: PostgreSQL's JSON has no NaN, and a metric that is
+    NaN in SQLite but an error in PostgreSQL would make the backends disagree.
+    """
+    if obj is None or isinstance(obj, (str, bool, int)):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): plain_json(v, what) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        items = sorted(obj, key=repr) if isinstance(obj, (set, frozenset)) else obj
+        return [plain_json(v, what) for v in items]
+    if hasattr(obj, "model_dump"):
+        return plain_json(obj.model_dump(mode="json"), what)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return plain_json(dataclasses.asdict(obj), what)
+    if hasattr(obj, "item") and hasattr(obj, "dtype"):  # a numpy scalar
+        return plain_json(obj.item(), what)
+    raise LineageError(f"{what} holds a value of type {type(obj).__name__}, which cannot be stored as JSON")

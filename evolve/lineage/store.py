@@ -117,8 +117,8 @@ class LineageStore:
         with self._session.begin() as s:
             if s.scalar(select(Run.id).where(Run.name == name)) is not None:
                 raise LineageError(f"run {name!r} already exists")
-            run = Run(name=name, config=dict(config or {}), code_version=code_version(),
-                      package_versions=package_versions(), created_at=utcnow())
+            run = Run(name=name, config=queries.plain_json(config or {}, "run config"),
+                      code_version=code_version(), package_versions=package_versions(), created_at=utcnow())
             s.add(run)
         return run
 
@@ -155,7 +155,7 @@ class LineageStore:
                     if s.get(PromptVersion, p) is None:
                         raise LineageError(f"unknown parent prompt version {p[:12]}")
                 s.add(PromptVersion(id=pv, components=dict(components), proposed_by=proposed_by,
-                                    meta=dict(meta or {}), created_at=utcnow()))
+                                    meta=queries.plain_json(meta or {}, "prompt meta"), created_at=utcnow()))
                 s.flush()
                 for i, p in enumerate(dict.fromkeys(parents)):
                     if p != pv:
@@ -183,7 +183,7 @@ class LineageStore:
 
         wid = content_hash({"artifact_sha": artifact_sha, "parent": parent, "base_model": base_model,
                             "kind": kind})
-        stats = dict(stats or {})
+        stats = queries.plain_json(stats or {}, "weights stats")
         weights_sha256 = weights_sha256 or stats.get("weights_sha256")
         with self._session.begin() as s:
             if s.get(WeightsVersion, wid) is None:
@@ -210,8 +210,10 @@ class LineageStore:
         from evolve.lineage.models import LMCall
 
         with self._session.begin() as s:
-            call = LMCall(role=role, model=model, request=request, request_hash=content_hash(request),
-                          response=response, error=error, tokens=dict(tokens or {}),
+            call = LMCall(role=role, model=model, request=queries.plain_json(request, "lm request"),
+                          request_hash=content_hash(request),
+                          response=queries.plain_json(response, "lm response"), error=error,
+                          tokens=queries.plain_json(tokens or {}, "lm tokens"),
                           latency_s=float(latency_s), generation_id=generation_id, created_at=utcnow())
             s.add(call)
             s.flush()
@@ -242,7 +244,8 @@ class LineageStore:
                                        f"not committed")
             nxt = s.scalar(select(func.coalesce(func.max(Generation.index) + 1, 0))
                            .where(Generation.run_id == run.id))
-            gen = Generation(run_id=run.id, parent_id=parent_id, index=nxt, seeds=dict(seeds or {}),
+            gen = Generation(run_id=run.id, parent_id=parent_id, index=nxt,
+                             seeds=queries.plain_json(seeds or {}, "seeds"),
                              status="pending", metrics={}, timings={}, created_at=utcnow())
             s.add(gen)
             s.flush()
@@ -280,7 +283,8 @@ class LineageStore:
         with self._session.begin() as s:
             n = s.execute(update(Generation).where(Generation.id == gid, Generation.status == "pending").values(
                 prompt_version=prompt_version, weights_version=weights_version, state_artifact=state_artifact,
-                rng_artifact=rng_artifact, metrics=dict(metrics or {}), timings=dict(timings or {}),
+                rng_artifact=rng_artifact, metrics=queries.plain_json(metrics or {}, "metrics"),
+                timings=queries.plain_json(timings or {}, "timings"),
                 status="committed", committed_at=utcnow())).rowcount
             if n != 1:
                 raise LineageError(f"generation {gid} changed while committing")

@@ -154,3 +154,17 @@ def test_reopen_sees_everything(db_url, tmp_path):
     with LineageStore.open(db_url, create=False, auto_upgrade=False) as s:
         assert [g["index"] for g in s.lineage(b.run)] == list(range(6))
         assert s.get_generation(b.gens[5]).metrics["heldout"]["pass@1"] == 0.6
+
+
+def test_json_values_are_normalised_the_same_on_every_backend(store):
+    import numpy as np
+
+    store.create_run("r", {"ks": (1, 4), "tags": {"b", "a"}, "lr": np.float32(0.5), "n": np.int64(3)})
+    assert store.get_run("r").config == {"ks": [1, 4], "tags": ["a", "b"], "lr": 0.5, "n": 3}
+    pv = store.put_prompt_version({"system": "s"})
+    wv = store.put_weights_version(None, None, "tiny", kind="base")
+    gid = store.begin_generation("r", None, {"seed": np.int64(7)})
+    g = store.commit_generation(gid, pv, wv, metrics={"kl": float("nan"), "loss": np.float64(0.25)})
+    assert g.metrics == {"kl": None, "loss": 0.25} and g.seeds == {"seed": 7}
+    with pytest.raises(LineageError, match="metrics holds a value of type object"):
+        store.commit_generation(store.begin_generation("r", gid, {}), pv, wv, metrics={"x": object()})
