@@ -178,3 +178,18 @@ def test_check_verifies_unreferenced_recorded_artifacts(store, db_url, tmp_path,
     r = cli("check", "demo", "--db", db_url)
     assert r.code == 1
     assert f"violation: run demo: artifact {orphan} is corrupt" in r.out
+
+
+def test_lineage_shows_pending_and_failed_and_can_hide_them(store, db_url, tmp_path, cli):
+    b = build_fork_merge(store, tmp_path)
+    failed = store.begin_generation(b.run, b.gens[5], {})
+    store.fail_generation(failed, "RuntimeError: out of memory\nmore detail")
+    store.begin_generation(b.run, b.gens[5], {})
+    r = cli("lineage", b.run, "--db", db_url)
+    assert r.code == 0, r.err
+    assert "demo:6  [failed]" in r.out and "error: RuntimeError: out of memory" in r.out
+    assert "demo:7  [pending]" in r.out and "more detail" not in r.out
+    r = cli("lineage", b.run, "--db", db_url, "--committed", "--json")
+    assert [g["name"] for g in json.loads(r.out)] == [f"demo:{i}" for i in range(6)]
+    r = cli("lineage", b.run, "--db", db_url, "-m", "train_reward")
+    assert "train_reward=0.3" in r.out and "heldout.pass@1" not in r.out
