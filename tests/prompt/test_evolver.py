@@ -152,3 +152,27 @@ def test_replay_from_recorded_calls_gives_identical_candidates():
     replay = evolve(cfg, make_reflector(cfg, ReplayRecorder(rec)), steps=5, seed=3)
     assert [c.id for c in replay.candidates()] == [c.id for c in live.candidates()]
     assert replay.current().id == live.current().id
+
+
+class PricedReflector:
+    """A Reflector implementation charging a fixed price per draft (what a paid LM reports)."""
+
+    name = "priced"
+
+    def __init__(self, inner, price):
+        self.inner, self.price = inner, price
+
+    def reflect(self, parent, dataset, rng, n, avoid=frozenset()):
+        drafts = self.inner.reflect(parent, dataset, rng, n, avoid)
+        for d in drafts:
+            d.cost_usd = self.price
+        return drafts
+
+
+def test_lm_cost_budget_stops_reflection():
+    cfg = PromptEvolutionConfig(lessons_dir=LESSONS, proposals_per_step=2, max_lm_cost_usd=0.05)
+    ev = PromptEvolver(cfg, PricedReflector(make_reflector(cfg), 0.02), SEED)
+    assert len(ev.propose(SEED, rollouts_for(SEED), random.Random(0))) == 2
+    assert ev.lm_cost == pytest.approx(0.04) and not ev.exhausted
+    ev.propose(SEED, rollouts_for(SEED), random.Random(1))
+    assert ev.exhausted and ev.propose(SEED, rollouts_for(SEED), random.Random(2)) == []
