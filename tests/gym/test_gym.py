@@ -72,7 +72,7 @@ def test_real_verifier_passes_references_and_fails_teacher_bugs():
         bad = v.verify_batch(buggy)
     assert [r.task_id for r in good if not r.passed] == []
     assert [r.task_id for r in bad if r.passed] == []
-    assert {r.error_class for r in bad} >= {"ValueError", "WrongAnswer"} or len({r.error_class for r in bad}) >= 2
+    assert len({r.error_class for r in bad}) >= 3  # crashes, type mismatches, wrong answers
 
 
 def test_expected_types_are_exact():

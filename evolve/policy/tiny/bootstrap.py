@@ -98,6 +98,7 @@ def build(cfg: BootstrapConfig, dest: Path, progress: bool = True) -> dict:
     torch.set_num_threads(cfg.threads)
     timings: dict[str, float] = {}
     t_all = t = time.perf_counter()
+    cpu0, load0 = time.process_time(), os.getloadavg()[0]
     ui = _Progress(progress)
     try:
         with ui:
@@ -125,6 +126,10 @@ def build(cfg: BootstrapConfig, dest: Path, progress: bool = True) -> dict:
     finally:
         torch.set_num_threads(threads)
     timings["total_s"] = time.perf_counter() - t_all
+    # CPU seconds of this process (the sandbox's are not included): a load-independent figure,
+    # since on a shared machine wall time depends on what else runs.
+    timings["cpu_s"] = time.process_time() - cpu0
+    timings["loadavg_start"], timings["loadavg_end"] = load0, os.getloadavg()[0]
     manifest = {
         "config": cfg.to_dict(), "config_hash": cfg.build_hash(), "n_params": n_params(model),
         "vocab": len(tok), "weights_sha256": weights_sha256(model),

@@ -31,8 +31,8 @@ class BootstrapConfig:
     context: int = 256  # max positions (prompt + completion must fit)
     # SFT (fixed step count, not a wall-clock budget, so the result is deterministic)
     steps: int = 450  # optimizer steps
-    batch_size: int = 16  # packed sequences per step
-    seq_len: int = 256  # tokens per packed sequence (whole documents, padded)
+    batch_size: int = 8  # packed sequences per step
+    seq_len: int = 512  # tokens per packed sequence: whole documents (each <= context), positions restart
     lr: float = 3e-3  # peak learning rate (AdamW)
     warmup_steps: int = 30  # linear warm-up, then cosine to min_lr_ratio * lr
     min_lr_ratio: float = 0.1  # floor of the cosine schedule
@@ -57,7 +57,7 @@ class BootstrapConfig:
     eval_tasks: int = 80  # held-out tasks in the measurement subset
     eval_samples: int = 16  # samples per task for the base prompt (pass@1, pass@eval_samples)
     eval_line_samples: int = 4  # samples per task for each "seed + one line" prompt
-    eval_max_new_tokens: int = 120  # completion budget
+    eval_max_new_tokens: int = 110  # completion budget (the longest teacher answer is about 90 tokens)
     eval_seed: int = 0  # sampling seed of the measurement
     eval_batch: int = 256  # sequences per generate call
 
@@ -114,8 +114,8 @@ class BootstrapConfig:
             raise ConfigError(f"bootstrap config values must be positive: {bad}")
         if self.hidden_size % self.num_heads or self.num_heads % self.num_kv_heads:
             raise ConfigError("hidden_size must divide by num_heads, and num_heads by num_kv_heads")
-        if self.seq_len > self.context or self.vocab_size < 300 or self.lr <= 0:
-            raise ConfigError("need seq_len <= context, vocab_size >= 300 (bytes + specials), lr > 0")
+        if self.vocab_size < 300 or self.lr <= 0:
+            raise ConfigError("need vocab_size >= 300 (bytes + specials) and lr > 0")
 
     def bug_rates(self) -> dict[str, float]:
         return {"EMPTY": self.bug_empty, "DIV": self.bug_div, "OFF1": self.bug_off1, "CMP": self.bug_cmp}
@@ -132,6 +132,6 @@ PRESETS: dict[str, dict[str, Any]] = {
     "default": {},
     # CI: a much smaller model and corpus; runs the same code end to end in about a minute.
     "ci": dict(vocab_size=384, tokenizer_docs=600, hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=2,
-               intermediate_size=192, steps=60, batch_size=8, seq_len=256, lr=3e-3, warmup_steps=10,
+               intermediate_size=192, steps=200, batch_size=4, seq_len=512, lr=3e-3, warmup_steps=20,
                eval_tasks=12, eval_samples=4, eval_line_samples=2, eval_max_new_tokens=80),
 }

@@ -69,8 +69,9 @@ def doc_text(doc: Doc) -> str:
 def pack(cfg: BootstrapConfig, tokenizer, n_windows: int):
     """``n_windows`` packed sequences of whole documents: (input_ids, labels, position_ids) tensors.
 
-    Labels are -100 outside answers; position ids restart at 0 for each document so
-    every answer is trained at the positions it is generated at.
+    First-fit packing over a few open windows keeps padding low. Labels are -100
+    outside answers; position ids restart at 0 for each document so every answer
+    is trained at the positions it is generated at.
     """
     import torch
 
@@ -78,22 +79,35 @@ def pack(cfg: BootstrapConfig, tokenizer, n_windows: int):
     ids = torch.full((n_windows, cfg.seq_len), pad, dtype=torch.long)
     labels = torch.full((n_windows, cfg.seq_len), -100, dtype=torch.long)
     pos = torch.zeros((n_windows, cfg.seq_len), dtype=torch.long)
-    docs = iter_docs(cfg)
-    w, fill, chunk = 0, 0, 512
-    while w < n_windows:
+    fill = [0] * n_windows
+    docs, open_w, next_w, chunk = iter_docs(cfg), [], 0, 512
+    while open_w or next_w < n_windows:
         batch = [next(docs) for _ in range(chunk)]
         p_ids = tokenizer([d.prompt_text for d in batch], add_special_tokens=False)["input_ids"]
         c_ids = tokenizer([d.completion + END for d in batch], add_special_tokens=False)["input_ids"]
         for p, c in zip(p_ids, c_ids, strict=True):
             n = len(p) + len(c)
-            if n > cfg.seq_len:
+            if n > min(cfg.seq_len, cfg.context):
                 continue
-            if fill + n > cfg.seq_len:
-                w, fill = w + 1, 0
-                if w >= n_windows:
-                    break
-            ids[w, fill:fill + n] = torch.tensor(p + c)
-            labels[w, fill + len(p):fill + n] = torch.tensor(c)
-            pos[w, fill:fill + n] = torch.arange(n)
-            fill += n
+            w = next((w for w in open_w if fill[w] + n <= cfg.seq_len), None)
+            if w is None:
+                if next_w >= n_windows:
+                    open_w.pop(0)  # the oldest open window stays partly padded
+                    if not open_w:
+                        break
+                    continue
+                w, next_w = next_w, next_w + 1
+                open_w.append(w)
+                if len(open_w) > 8:
+                    open_w.pop(0)
+            f = fill[w]
+            ids[w, f:f + n] = torch.tensor(p + c)
+            labels[w, f + len(p):f + n] = torch.tensor(c)
+            pos[w, f:f + n] = torch.arange(n)
+            fill[w] = f + n
+            if fill[w] > cfg.seq_len - 40:
+                open_w.remove(w)
+        else:
+            continue
+        break
     return ids, labels, pos
