@@ -46,6 +46,11 @@ def resolve_url(db: str | None = None) -> Target:
         url = make_url(raw)
     except ArgumentError as e:
         raise LineageError(f"not a database URL: {raw!r} ({e})") from None
+    if url.drivername in ("postgresql", "postgres"):  # plain postgresql:// means psycopg2; use psycopg 3 if that is all
+        import importlib.util
+
+        if importlib.util.find_spec("psycopg2") is None and importlib.util.find_spec("psycopg") is not None:
+            url = url.set(drivername="postgresql+psycopg")
     path = None
     if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:" \
             and not url.database.startswith("file:"):

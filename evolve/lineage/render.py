@@ -14,6 +14,8 @@ _PREFERRED = ("heldout", "pass@1", "pass", "reward", "accuracy", "score")
 
 def flat_metrics(metrics: dict, prefix: str = "") -> dict:
     """Nested metric dicts flattened to dotted names: {"heldout": {"pass@1": x}} -> {"heldout.pass@1": x}."""
+    if not any(isinstance(v, dict) for v in metrics.values()):
+        return metrics if not prefix else {f"{prefix}{k}": v for k, v in metrics.items()}
     out = {}
     for k, v in metrics.items():
         if isinstance(v, dict):
@@ -26,7 +28,12 @@ def flat_metrics(metrics: dict, prefix: str = "") -> dict:
 def pick_metrics(gens: list[dict], limit: int = 3) -> list[str]:
     """Up to ``limit`` numeric metric names (dotted for nested ones), held-out pass rates first."""
     keys: dict[str, None] = {}
+    seen: set[tuple] = set()  # generations mostly share one metric layout: look at each layout once
     for g in gens:
+        layout = tuple(g["metrics"])
+        if layout in seen:
+            continue
+        seen.add(layout)
         for k, v in flat_metrics(g["metrics"]).items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 keys.setdefault(k)

@@ -121,7 +121,7 @@ def test_unknown_run_and_generation(store, db_url, tmp_path, cli):
 
 
 def test_unreachable_server_and_bad_url(cli):
-    url = "postgresql+psycopg://someone:s3cret@127.0.0.1:1/lineage"
+    url = "postgresql://someone:s3cret@127.0.0.1:1/lineage"  # plain scheme: psycopg 3 is picked
     r = cli("runs", "--db", url)
     _one_line_error(r, "cannot connect to database at 127.0.0.1:1")
     assert "s3cret" not in r.err
