@@ -71,6 +71,9 @@ def check(store, run_name: str | None = None) -> CheckReport:
         refs = [s for s in (r.state_artifact, r.rng_artifact) if s] + wv_shas.get(r.weights_version, [])
         for problem in queries.artifact_problems(store, r.run_id, refs, cache):
             rep.violations.append(f"{name[r.id]}: {problem}")
+    for w in sorted(set(wv_shas) - wvs):  # ancestors no checked generation uses: any run that recorded them
+        for problem in queries.artifact_problems(store, -1, wv_shas[w], cache):
+            rep.violations.append(f"weights version {w[:12]}: {problem}")
     _check_recorded_artifacts(store, run_name, runs, cache, rep)
     rep.artifacts = len(cache)
     return rep
@@ -191,30 +194,33 @@ def _check_prompt_dag(store, start: set, rep: CheckReport) -> None:
 
 
 def _check_weights(store, start: set, rep: CheckReport) -> dict[str, list[str]]:
-    """Walk weights parent chains; returns each committed version's artifacts (its own and ancestors')."""
+    """Walk the weights parent chains (each version once); returns every reached version's own artifacts.
+
+    A checkpoint is complete on its own, so a broken one is charged to the generations that use
+    that version, not to its descendants; an ancestor no generation uses is named by itself.
+    """
     with store.engine.connect() as conn:
         rows = {r.id: r for r in conn.execute(select(t.weights_version))}
-    seen: set[str] = set()
-    out: dict[str, list[str]] = {}
+    done: set[str] = set()
     for wv in start:
-        chain, cur = [], wv
-        while cur is not None and cur not in chain:
-            chain.append(cur)
+        path: list[str] = []
+        on_path: set[str] = set()
+        cur = wv
+        while cur is not None and cur not in done:
+            if cur in on_path:
+                rep.violations.append(f"weights version {cur[:12]}: parent links form a cycle")
+                break
             row = rows.get(cur)
             if row is None:
                 rep.violations.append(f"weights version {cur[:12]} is a parent but does not exist")
                 break
-            if cur not in seen:
-                seen.add(cur)
-                ident = content_hash({"artifact_sha": row.artifact_sha, "parent": row.parent,
-                                      "base_model": row.base_model, "kind": row.kind})
-                if ident != cur:
-                    rep.violations.append(f"weights version {cur[:12]}: its content does not hash to its id")
+            ident = content_hash({"artifact_sha": row.artifact_sha, "parent": row.parent,
+                                  "base_model": row.base_model, "kind": row.kind})
+            if ident != cur:
+                rep.violations.append(f"weights version {cur[:12]}: its content does not hash to its id")
+            path.append(cur)
+            on_path.add(cur)
             cur = row.parent
-        else:
-            if cur is not None:
-                rep.violations.append(f"weights version {cur[:12]}: parent links form a cycle")
-        out[wv] = [s for c in chain if c in rows for s in (rows[c].artifact_sha, rows[c].optimizer_artifact)
-                   if s]
-    rep.weights_versions = len(seen)
-    return out
+        done.update(path)
+    rep.weights_versions = len(done)
+    return {w: [s for s in (rows[w].artifact_sha, rows[w].optimizer_artifact) if s] for w in done}

@@ -23,12 +23,12 @@ from evolve.lineage import queries
 from evolve.lineage import tables as t
 from evolve.lineage.artifacts import ArtifactStore
 from evolve.lineage.tables import utcnow
+from evolve.util.hashing import content_hash
 
 if TYPE_CHECKING:  # the ORM is imported on first use: `evolve lineage` and `check` never need it
     from sqlalchemy.orm import Session
 
     from evolve.lineage.models import Generation, LMCall, PromptVersion, RolloutRecord, Run, WeightsVersion
-from evolve.util.hashing import content_hash
 
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 

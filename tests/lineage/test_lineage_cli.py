@@ -90,8 +90,8 @@ def test_check_passes_then_catches_corruption_and_missing(store, db_url, tmp_pat
     assert r.code == 1
     bad = [line for line in r.out.splitlines() if line.startswith("violation:")]
     assert bad and all(weights_file in line and "corrupt" in line for line in bad)
-    assert {line.split(":")[1].strip() + ":" + line.split(":")[2] for line in bad} == {
-        "demo:2", "demo:3", "demo:5"}  # every generation whose weights descend from w2
+    # charged to the generation using w2; w3 (a descendant) is a complete checkpoint of its own
+    assert {line.split(":")[1].strip() + ":" + line.split(":")[2] for line in bad} == {"demo:2"}
     assert "model.safetensors" in bad[0]
 
     # a missing state blob is named too
@@ -193,3 +193,18 @@ def test_lineage_shows_pending_and_failed_and_can_hide_them(store, db_url, tmp_p
     assert [g["name"] for g in json.loads(r.out)] == [f"demo:{i}" for i in range(6)]
     r = cli("lineage", b.run, "--db", db_url, "-m", "train_reward")
     assert "train_reward=0.3" in r.out and "heldout.pass@1" not in r.out
+
+
+def test_check_names_a_broken_ancestor_checkpoint_no_generation_uses(store, db_url, tmp_path, cli):
+    b = build_fork_merge(store, tmp_path)
+    art = store.artifacts(b.run)
+    (tmp_path / "mid").mkdir()
+    (tmp_path / "mid" / "w.bin").write_bytes(b"mid")
+    mid = store.put_weights_version(art.put_dir(tmp_path / "mid"), b.wvs["w3"], "tiny-coder")
+    top = store.put_weights_version(None, mid, "tiny-coder", kind="base")
+    gid = store.begin_generation(b.run, b.gens[5], {})
+    store.commit_generation(gid, b.pvs["p3"], top)
+    art.path(art.manifest(store.get_weights_version(mid).artifact_sha)["files"]["w.bin"]["sha"]).unlink()
+    r = cli("check", "--db", db_url)
+    assert r.code == 1
+    assert f"violation: weights version {mid[:12]}: artifact " in r.out and "missing" in r.out
