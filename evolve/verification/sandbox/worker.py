@@ -162,6 +162,15 @@ def _names(code):
     return out
 
 
+_ALARM = [None]  # the running harness's flush, called on SIGALRM
+
+
+def _on_alarm(signum, frame):
+    fn = _ALARM[0]
+    if fn is not None:
+        fn()
+
+
 def run_harness(job, code, check_code, nonce, res_fd, hide):
     """Run the candidate and its calls; stream ``<nonce> <payload>`` lines to ``res_fd``."""
     import builtins
@@ -192,7 +201,7 @@ def run_harness(job, code, check_code, nonce, res_fd, hide):
             flush()
         busy[0] = False
 
-    def on_timer(signum, frame):
+    def on_timer():
         if not busy[0]:
             flush()
 
@@ -234,8 +243,8 @@ def run_harness(job, code, check_code, nonce, res_fd, hide):
 
     calls = [marshal.loads(bytes.fromhex(c)) for c in job["calls"]]  # trusted: built by the parent
     snapshot = dict(builtins.__dict__)
-    signal.signal(signal.SIGALRM, on_timer)
-    signal.setitimer(signal.ITIMER_REAL, 0.02, 0.02)
+    _ALARM[0] = on_timer  # the SIGALRM handler was installed by the server: signal.signal() in a
+    signal.setitimer(signal.ITIMER_REAL, 0.02, 0.02)  # fresh child cost ~0.35 ms of CPU here
     sys.addaudithook(hook)
     g = {"__name__": "candidate", "__builtins__": builtins}
 
@@ -416,15 +425,15 @@ class _Installer:
             raise OSError("seccomp: prctl failed")
 
 
-def _child(job, code, check_code, nonce, res_w, out_w, cfg, filt):
+def _child(job, code, check_code, nonce, res_w, out_w, go_r, cfg, filt):
     """In the forked child: isolate, then run the harness. Never returns."""
     import resource  # already loaded by the server: a dict lookup, not a dlopen per job
 
     try:
-        import signal
+        if cfg.get("_wakeup"):
+            import signal
 
-        signal.set_wakeup_fd(-1)  # the server's wake-up pipe is not ours (and its fd is closed below)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            signal.set_wakeup_fd(-1)  # the server's wake-up pipe is not ours (its fd is closed below)
         os.setsid()  # own process group: the server kills the whole group
         mem = job.get("mem_mb", 512) * 2**20
         cpu = max(1, int(job.get("cpu", 2) + 0.999))
@@ -436,9 +445,10 @@ def _child(job, code, check_code, nonce, res_w, out_w, cfg, filt):
         os.dup2(null, 0)
         os.dup2(out_w, 1)
         os.dup2(out_w, 2)
-        keep = os.dup2(res_w, 3) if res_w != 3 else 3
-        os.closerange(4, 1 << 16)
-        res_w = keep
+        os.dup2(res_w, 60)  # via fixed high numbers, so the two moves below cannot clobber each other
+        os.dup2(go_r, 61)
+        res_w, go = os.dup2(60, 3), os.dup2(61, 4)
+        os.closerange(5, 1 << 16)
         work = f"{cfg['tmp']}/job-{os.getpid()}"
         os.mkdir(work, 0o700)
         os.chdir(work)
@@ -452,6 +462,9 @@ def _child(job, code, check_code, nonce, res_w, out_w, cfg, filt):
         if filt is not None:
             filt.load()
         sys.stdout, sys.stderr = cfg["_stdout"], cfg["_stderr"]  # made once by the server, on fds 1 and 2
+        if os.read(go, 1) != b"g":  # prepared ahead: wait for a free slot (EOF: the server gave up)
+            os._exit(0)
+        os.close(go)
         run_harness(job, code, check_code, nonce, res_w, tuple(cfg.get("hide", ())))
     except BaseException as e:  # noqa: BLE001 - the harness itself failed: report, no sentinel
         try:
@@ -463,8 +476,38 @@ def _child(job, code, check_code, nonce, res_w, out_w, cfg, filt):
 
 
 class _Running:
-    __slots__ = ("job", "pid", "nonce", "res", "out", "res_buf", "out_head", "out_bytes", "deadline",
+    __slots__ = ("job", "pid", "nonce", "res", "out", "go", "pidfd", "res_buf", "out_head", "out_bytes", "deadline",
                  "t0", "timeout", "flags", "status")
+
+
+def _prepare(job, cfg, filt, send, gc):
+    """Compile a job and fork its child, which isolates itself and then waits for the go byte."""
+    try:
+        code = compile(job["src"], "<candidate>", "exec")
+        check = compile(job["check"], "<check>", "exec") if job.get("check") else None
+    except BaseException as e:  # noqa: BLE001 - SyntaxError, ValueError (NUL), RecursionError
+        line = getattr(e, "lineno", 0) or 0
+        send({"id": job["id"], "compile_error": f"{type(e).__name__}: {e} (line {line})"})
+        return None
+    nonce = os.urandom(12).hex()
+    # Objects alive now never get traversed by a child's GC: fewer copy-on-write page faults.
+    gc.freeze()
+    res_r, res_w = os.pipe()
+    out_r, out_w = os.pipe()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        for fd in (res_r, out_r, go_w):
+            os.close(fd)
+        _child(job, code, check, nonce, res_w, out_w, go_r, cfg, filt)
+    for fd in (res_w, out_w, go_r):
+        os.close(fd)
+    r = _Running()
+    r.job, r.pid, r.nonce, r.res, r.out, r.go, r.pidfd = job, pid, nonce, res_r, out_r, go_w, -1
+    r.res_buf, r.out_head, r.out_bytes, r.timeout, r.flags, r.status = bytearray(), bytearray(), 0, False, [], None
+    for fd in (res_r, out_r):
+        os.set_blocking(fd, False)
+    return r
 
 
 def _finish(r, send):
@@ -527,11 +570,21 @@ def serve(cfg):  # noqa: C901 - one event loop, kept in one place on purpose
         while data:
             data = data[os.write(stdout_fd, data):]
 
+    signal.signal(signal.SIGALRM, _on_alarm)  # for the children's harness (inherited by fork)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *a: None)
+    # A job's exit wakes select through a pidfd; without pidfd_open, through SIGCHLD and a wake-up fd.
+    use_pidfd = hasattr(os, "pidfd_open")
+    if use_pidfd:
+        try:
+            os.close(os.pidfd_open(os.getpid()))
+        except OSError:
+            use_pidfd = False
+    if not use_pidfd:
+        cfg["_wakeup"] = True
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *a: None)
     import ast  # noqa: F401 - imported before any fork, so children never load it themselves
 
     try:
@@ -542,40 +595,36 @@ def serve(cfg):  # noqa: C901 - one event loop, kept in one place on purpose
         pass
     send({"ready": True, "seccomp": filt is not None, "uid": os.getuid(), "pid": os.getpid()})
 
-    queue, running, by_fd = deque(), {}, {}
+    queue, running, by_fd, prepared, pidfds = deque(), {}, {}, deque(), {}
     inbuf, stdin_open = b"", True
-    while stdin_open or queue or running:
-        while queue and len(running) < jobs_max:
-            job = queue.popleft()
-            try:
-                code = compile(job["src"], "<candidate>", "exec")
-                check = compile(job["check"], "<check>", "exec") if job.get("check") else None
-            except BaseException as e:  # noqa: BLE001 - SyntaxError, ValueError (NUL), RecursionError
-                line = getattr(e, "lineno", 0) or 0
-                send({"id": job["id"], "compile_error": f"{type(e).__name__}: {e} (line {line})"})
-                continue
-            nonce = os.urandom(12).hex()
-            # Objects alive now never get traversed by a child's GC: fewer copy-on-write page faults.
-            gc.freeze()
-            res_r, res_w = os.pipe()
-            out_r, out_w = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                os.close(res_r)
-                os.close(out_r)
-                _child(job, code, check, nonce, res_w, out_w, cfg, filt)
-            os.close(res_w)
-            os.close(out_w)
-            r = _Running()
-            r.job, r.pid, r.nonce, r.res, r.out = job, pid, nonce, res_r, out_r
-            r.res_buf, r.out_head, r.out_bytes, r.timeout, r.flags, r.status = bytearray(), bytearray(), 0, False, [], None
+    while stdin_open or queue or running or prepared:
+        # Release prepared children into free slots: their fork and isolation set-up already happened
+        # while earlier jobs ran, so a finished job is followed by the next at the cost of one write.
+        while prepared and len(running) < jobs_max:
+            r = prepared.popleft()
             r.t0 = time.monotonic()
-            r.deadline = r.t0 + job.get("timeout", 3.0)
-            for fd in (res_r, out_r):
-                os.set_blocking(fd, False)
+            r.deadline = r.t0 + r.job.get("timeout", 3.0)
+            try:
+                os.write(r.go, b"g")
+            except OSError:  # it died during set-up: reaped and reported like any other exit
+                pass
+            os.close(r.go)
+            for fd in (r.res, r.out):
                 by_fd[fd] = r
-            running[pid] = r
-        rlist = [wake_r] + list(by_fd) + ([0] if stdin_open else [])
+            if use_pidfd:
+                try:
+                    r.pidfd = os.pidfd_open(r.pid)
+                    pidfds[r.pidfd] = r
+                except OSError:  # already reaped: the waitpid pass below finds its status
+                    pass
+            running[r.pid] = r
+        while queue and len(prepared) < jobs_max:
+            r = _prepare(queue.popleft(), cfg, filt, send, gc)
+            if r is not None:
+                prepared.append(r)
+        if prepared and len(running) < jobs_max:
+            continue
+        rlist = [wake_r] + list(by_fd) + list(pidfds) + ([0] if stdin_open else [])
         wait = None
         if running:
             wait = max(0.0, min(r.deadline for r in running.values()) - time.monotonic())
@@ -625,13 +674,16 @@ def serve(cfg):  # noqa: C901 - one event loop, kept in one place on purpose
                 for fd in (r.res, r.out):
                     by_fd.pop(fd, None)
                     os.close(fd)
+                if r.pidfd >= 0:
+                    del pidfds[r.pidfd]
+                    os.close(r.pidfd)
                 del running[pid]
                 _finish(r, send)
                 try:
                     os.rmdir(f"{cfg['tmp']}/job-{pid}")  # usually empty: one syscall, not a tree walk
                 except OSError:
                     shutil.rmtree(f"{cfg['tmp']}/job-{pid}", ignore_errors=True)
-        _reap_orphans(running)
+        _reap_orphans(running, prepared)
     # Input closed and all jobs done: report CPU used by the server and by its jobs, then exit.
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     send({"id": None, "stats": {"server_cpu_s": me.ru_utime + me.ru_stime,
@@ -690,8 +742,8 @@ def _drain(fd, r, out_cap, keep_out, res_cap):
                 return False
 
 
-def _reap_orphans(running):
-    """Reap and kill re-parented grandchildren (we are their subreaper)."""
+def _reap_orphans(running, prepared):
+    """Reap re-parented grandchildren (we are their subreaper), keeping our own children's status."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -701,6 +753,9 @@ def _reap_orphans(running):
             return
         if pid in running:
             running[pid].status = _
+        for r in prepared:
+            if r.pid == pid:
+                r.status = _
 
 
 if __name__ == "__main__":
