@@ -54,7 +54,9 @@ def evolve_prompt_only(ev: PromptEvolver, policy: Any, verifier: Any, train: lis
         return groups
 
     if ev.val_scores(ev.current()) is None:
-        ev.observe_val(ev.current(), task_scores(run(ev.current(), val, cfg.seed + 7, "candidate")))
+        seed_val = task_scores(run(ev.current(), val, cfg.seed + 7, "candidate"))
+        ev.observe_val(ev.current(), seed_val)
+        say(f"seed val {sum(seed_val.values()) / max(1, len(seed_val)):.3f}")
     out = DriverResult(ev.current())
     for step in range(cfg.steps):
         if ev.exhausted:
@@ -79,8 +81,9 @@ def evolve_prompt_only(ev: PromptEvolver, policy: Any, verifier: Any, train: lis
                 ev.observe_val(p.candidate, vs, metric_calls=len(vs) * cfg.samples_per_task)
                 entry["val"] = sum(vs.values()) / len(vs)
             record["proposals"].append(entry)
+            val_note = f", val {entry['val']:.3f}" if ok else ""
             say(f"step {step}: {p.kind} {'accepted' if ok else 'rejected'} "
-                f"({entry['parent_minibatch']:.2f} -> {entry['minibatch']:.2f}) {p.rationale[-80:]}")
+                f"(minibatch {entry['parent_minibatch']:.2f} -> {entry['minibatch']:.2f}{val_note}) {p.rationale[-80:]}")
         out.steps.append(record)
     out.best = ev.current()
     return out
