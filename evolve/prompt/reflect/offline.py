@@ -63,15 +63,17 @@ class OfflineReflector:
     def reflect(self, parent: Candidate, dataset: ReflectiveDataset, rng: random.Random, n: int,
                 avoid: frozenset[str] = frozenset()) -> list[Draft]:
         seed = rng.getrandbits(32)
+        # The library's hash goes into the response, not the request: a replay after the user
+        # edited prompts/lessons still finds (and reproduces) what was proposed at the time.
         request = {
             "reflector": "offline", "version": 1, "parent": parent.components, "dataset": dataset.to_dict(),
-            "library": self.library.content_hash, "seed": seed, "n": n, "avoid": sorted(avoid),
+            "seed": seed, "n": n, "avoid": sorted(avoid),
             "max_lessons": self.config.max_lessons, "max_demos": self.config.max_demos,
         }
 
         def run():
             drafts = self._edits(parent, dataset, random.Random(seed), n, avoid)
-            return {"proposals": drafts}, None, {}, 0.0
+            return {"proposals": drafts, "library": self.library.content_hash}, None, {}, 0.0
 
         out = recorded_call(self.recorder, "reflection", "offline", request, run)
         ids = [out.call_id] if out.call_id is not None else []
