@@ -6,7 +6,7 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Integer, String, cast, delete, func, insert, select
+from sqlalchemy import Integer, String, cast, delete, func, insert, literal, select
 
 from evolve.errors import LineageError
 from evolve.lineage import tables as t
@@ -135,14 +135,22 @@ def resolve_prefix(store: LineageStore, model, prefix: str, what: str):
 
 
 def weights_chain(store: LineageStore, wv: str) -> list[str]:
-    chain, seen = [], set()
+    """``wv`` and its ancestors, nearest first: one recursive query, however deep the chain."""
+    w = t.weights_version
     with store.engine.connect() as conn:
-        cur: str | None = wv
-        while cur is not None and cur not in seen:
-            seen.add(cur)
-            chain.append(cur)
-            cur = conn.scalar(select(t.weights_version.c.parent).where(t.weights_version.c.id == cur))
-    return chain
+        longest = conn.scalar(select(func.count()).select_from(w))  # no chain is longer; a (corrupt) cycle stops
+        base = select(w.c.id, w.c.parent, literal(0).label("depth")).where(w.c.id == wv).cte("chain", recursive=True)
+        step = (select(w.c.id, w.c.parent, (base.c.depth + 1).label("depth"))
+                .join(base, w.c.id == base.c.parent).where(base.c.depth < longest))
+        chain_q = base.union_all(step)
+        rows = conn.execute(select(chain_q.c.id, chain_q.c.depth).order_by(chain_q.c.depth)).all()
+    out, seen = [], set()
+    for wid, _ in rows:
+        if wid in seen:
+            break
+        seen.add(wid)
+        out.append(wid)
+    return out
 
 
 def prompt_versions(store: LineageStore, run_id: int) -> list:

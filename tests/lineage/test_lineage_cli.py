@@ -112,8 +112,13 @@ def test_check_catches_broken_invariants(store, db_url, tmp_path, cli):
         conn.execute(text("UPDATE generation SET status='pending' WHERE id=:g"), {"g": b.gens[2]})
         conn.execute(text("UPDATE prompt_version SET components=:c WHERE id=:p"),
                      {"c": json.dumps({"system": "tampered"}), "p": b.pvs["p2"]})
+        conn.execute(text("UPDATE weights_version SET parent=:p WHERE id=:w"), {"p": b.wvs["w3"], "w": b.wvs["w0"]})
+    w = b.wvs
+    assert store.weights_chain(w["w3"]) == [w["w3"], w["w2"], w["w1"], w["w0"]]  # the cycle stops the walk
     r = cli("check", "--db", db_url)
     assert r.code == 1
+    assert "parent links form a cycle" in r.out
+    assert f"violation: weights version {w['w0'][:12]}: its content does not hash to its id" in r.out
     assert "violation: demo:3: committed, but its parent demo:2 is pending" in r.out
     assert f"violation: prompt version {b.pvs['p2'][:12]}: its components do not hash to its id" in r.out
 
