@@ -12,7 +12,7 @@ import ast
 import signal
 from dataclasses import dataclass, field
 
-from evolve.verification.sandbox.worker import decode
+from evolve.verification.sandbox.codec import decode
 
 
 @dataclass

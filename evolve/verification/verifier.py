@@ -19,7 +19,7 @@ from evolve.verification.pipeline import Pipeline, load_pipeline
 from evolve.verification.reply import Reply, parse_reply
 from evolve.verification.rewrite import rewrite_check
 from evolve.verification.sandbox.client import ForkServer, SandboxConfig
-from evolve.verification.sandbox.worker import NonPlain, encode_args
+from evolve.verification.sandbox.codec import NonPlain, encode_args
 from evolve.verification.stages.base import StageContext, make_stage
 from evolve.verification.tasks import assemble_program, humaneval_path
 from evolve.verification.types import StageResult, Task, TestCase, VerifyResult

@@ -16,7 +16,7 @@ def _engine():
 def test_docker_backend_runs_the_same_harness():
     _engine()
     from evolve.verification.reply import parse_reply
-    from evolve.verification.sandbox.worker import encode_args
+    from evolve.verification.sandbox.codec import encode_args
 
     sb = docker_backend.DockerSandbox()
     raws = sb.run([{"src": "def f(x):\n    return x + 1\n", "entry": "f", "calls": [encode_args((1,))], "check": None,

@@ -18,8 +18,13 @@ from pathlib import Path
 
 from evolve.errors import EvolveError
 
-_WORKER = Path(__file__).with_name("worker.py")
+_HERE = Path(__file__).parent
 _BOOT = "import sys;exec(compile(sys.argv[1],'<evolve-harness>','exec'))"
+
+
+def server_source() -> str:
+    """codec + harness + server as one stdlib-only program (run with -I -S: no package imports)."""
+    return "\n".join((_HERE / name).read_text() for name in ("codec.py", "harness.py", "server.py"))
 _warned: set[str] = set()
 
 
@@ -95,7 +100,7 @@ class ForkServer:
             cfg["seccomp"] = _seccomp_path()
         prefix = self._bwrap_prefix() if mode == "bwrap" else []
         cfg["in_bwrap"] = mode == "bwrap"
-        cmd = prefix + [_interpreter(), "-I", "-S", "-B", "-c", _BOOT, _WORKER.read_text(), json.dumps(cfg)]
+        cmd = prefix + [_interpreter(), "-I", "-S", "-B", "-c", _BOOT, server_source(), json.dumps(cfg)]
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                     cwd="/", close_fds=True, start_new_session=True)

@@ -19,9 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evolve.errors import EvolveError
-
-_WORKER = Path(__file__).with_name("worker.py")
-_BOOT = "import sys;exec(compile(sys.argv[1],'<evolve-harness>','exec'))"
+from evolve.verification.sandbox.client import _BOOT, server_source
 
 
 @dataclass(frozen=True)
@@ -71,7 +69,7 @@ class DockerSandbox:
         with tempfile.TemporaryDirectory() as d:
             batch = Path(d) / "jobs.jsonl"
             batch.write_text("".join(json.dumps({**j, "id": i}) + "\n" for i, j in enumerate(jobs)))
-            (Path(d) / "worker.py").write_text(_WORKER.read_text())
+            (Path(d) / "worker.py").write_text(server_source())
             cmd = (f"exec python3 -I -S -B -c {shlex.quote(_BOOT)} \"$(cat /evolve/worker.py)\" "
                    f"{shlex.quote(json.dumps(server_cfg))} < /evolve/jobs.jsonl")
             volumes = {d: {"bind": "/evolve", "mode": "ro"}}
