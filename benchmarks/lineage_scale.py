@@ -180,6 +180,9 @@ def main() -> None:
             ("evolve runs", *timed([EVOLVE, "runs", "--db", str(db)], r)),
             ("evolve lineage RUN", *timed([EVOLVE, "lineage", run, "--db", str(db)], r)),
             ("evolve lineage RUN --json", *timed([EVOLVE, "lineage", run, "--db", str(db), "--json"], r)),
+            ("evolve check RUN (no artifacts to hash)", *timed([EVOLVE, "check", run, "--db", str(db)], r)),
+            ("evolve diff RUN:10 RUN:LAST", *timed([EVOLVE, "diff", f"{run}:10", f"{run}:{args.generations - 1}",
+                                                    "--db", str(db)], r)),
         ]
         query_s, render_s = in_process(db, run, r)
         rich_s = rich_tree(db, run, args.rich_limit)
