@@ -84,8 +84,7 @@ class Verifier:
     @property
     def isolation(self) -> str:
         """"bwrap+seccomp", "seccomp" or "rlimits": what actually isolates the jobs (starts the server)."""
-        if self.sandbox._proc is None:
-            self.sandbox.start()
+        self.sandbox.ready()
         return self.sandbox.isolation
 
     def __enter__(self) -> Verifier:

@@ -64,6 +64,7 @@ class ForkServer:
         self.config = config or SandboxConfig()
         self.isolation = "none"
         self._proc: subprocess.Popen | None = None
+        self._pending: tuple[str, subprocess.Popen | None] | None = None  # launched, hello not read yet
         self._lock = threading.Lock()
         self._next_id = 0
         self.restarts = 0
@@ -94,7 +95,7 @@ class ForkServer:
             cmd += ["--tmpfs", rp] if os.path.isdir(rp) else ["--ro-bind", str(empty), rp]
         return cmd + ["--chdir", "/tmp", "--"]
 
-    def _spawn(self, mode: str) -> tuple[subprocess.Popen, dict] | None:
+    def _launch(self, mode: str) -> subprocess.Popen | None:
         cfg = self._server_cfg()
         if mode in ("bwrap", "seccomp"):
             cfg["seccomp"] = _seccomp_path()
@@ -102,34 +103,50 @@ class ForkServer:
         cfg["in_bwrap"] = mode == "bwrap"
         cmd = prefix + [_interpreter(), "-I", "-S", "-B", "-c", _BOOT, server_source(), json.dumps(cfg)]
         try:
-            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                     cwd="/", close_fds=True, start_new_session=True)
         except OSError:
             return None
-        line = proc.stdout.readline()
-        try:
-            hello = json.loads(line)
-        except ValueError:
-            proc.kill()
-            proc.wait()
-            return None
-        return proc, hello
 
-    def start(self) -> None:
+    def _hello(self, proc: subprocess.Popen | None, mode: str) -> bool:
+        """Read the server's first line; False (and the process killed) if it is not usable."""
+        if proc is None:
+            return False
+        try:
+            hello = json.loads(proc.stdout.readline())
+        except ValueError:
+            hello = {}
+        if hello.get("ready") and (mode == "rlimits" or hello.get("seccomp")):
+            return True
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        return False
+
+    def _modes(self) -> list[str]:
         want = self.config.isolation
         modes = ["bwrap", "seccomp", "rlimits"] if want == "auto" else [want]
         if want == "auto" and not shutil.which("bwrap"):
             modes.remove("bwrap")
-        for mode in modes:
-            got = self._spawn(mode)
-            if got is None:
-                continue
-            proc, hello = got
-            if mode != "rlimits" and not hello.get("seccomp"):
-                if want != "auto":
-                    break
-                proc.kill()
-                proc.wait()
+        return modes
+
+    def start(self) -> None:
+        """Launch the server without waiting for it: the caller can plan its jobs meanwhile."""
+        if self._proc is None and self._pending is None:
+            mode = self._modes()[0]
+            self._pending = (mode, self._launch(mode))
+
+    def ready(self) -> None:
+        """Wait for a usable server, falling back to weaker isolation levels under "auto"."""
+        if self._proc is not None:
+            return
+        self.start()
+        first_mode, first_proc = self._pending
+        self._pending = None
+        want = self.config.isolation
+        for mode in self._modes():
+            proc = first_proc if mode == first_mode else self._launch(mode)
+            if not self._hello(proc, mode):
                 continue
             self._proc = proc
             self.isolation = {"bwrap": "bwrap+seccomp", "seccomp": "seccomp", "rlimits": "rlimits"}[mode]
@@ -141,6 +158,13 @@ class ForkServer:
         raise EvolveError(f"cannot start the verification sandbox (isolation={want!r})")
 
     def close(self) -> None:
+        if self._pending is not None:
+            _, pending = self._pending
+            self._pending = None
+            if pending is not None:
+                pending.kill()
+                pending.wait()
+                pending.stdout.close()
         proc, self._proc = self._proc, None
         if proc is None:
             return
@@ -162,8 +186,9 @@ class ForkServer:
 
     def __del__(self):  # a forgotten server must not linger
         try:
-            if self._proc is not None:
-                self._proc.kill()
+            for proc in (self._proc, self._pending[1] if self._pending else None):
+                if proc is not None:
+                    proc.kill()
         except Exception:  # noqa: BLE001
             pass
 
@@ -191,9 +216,9 @@ class ForkServer:
             self._proc = None
 
     def _run_once(self, jobs: list[dict]) -> list[dict | None]:
-        if self._proc is None or self._proc.poll() is not None:
+        if self._proc is not None and self._proc.poll() is not None:
             self._proc = None
-            self.start()
+        self.ready()
         proc = self._proc
         ids = {}
         payload = []
