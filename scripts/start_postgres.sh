@@ -3,14 +3,13 @@
 #
 # Installs Debian's `postgresql` with apt-get if no server binaries are found (needs root),
 # runs a private cluster with its data under ${EVOLVE_PG_DATA:-/tmp/evolve-pg} listening on
-# 127.0.0.1:${EVOLVE_PG_PORT:-5432} only, and creates the role and database `evolve` /
+# 127.0.0.1:${EVOLVE_PG_PORT:-5432} only (or the next free port), and creates the role and database `evolve` /
 # `evolve_test`. Idempotent: a second run finds the server up and only re-checks.
 # Use:  export EVOLVE_TEST_PG_URL=$(bash scripts/start_postgres.sh | tail -n 1)
 set -euo pipefail
 PORT=${EVOLVE_PG_PORT:-5432}
 DATA=${EVOLVE_PG_DATA:-/tmp/evolve-pg}
 ROLE=evolve PASSWORD=evolve DB=evolve_test
-URL="postgresql+psycopg://$ROLE:$PASSWORD@127.0.0.1:$PORT/$DB"
 die() { echo "start_postgres: $*" >&2; exit 1; }
 
 find_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
@@ -33,7 +32,18 @@ else
 fi
 SOCK="$DATA/socket"
 
-if ! "$BIN/pg_isready" -q -h 127.0.0.1 -p "$PORT"; then
+# Our server may already be up (idempotent); a port held by another server (Debian's own
+# cluster, started by apt) is skipped for the next free one.
+RUNNING=
+for p in $(seq "$PORT" $((PORT + 9))); do
+  if [ -S "$SOCK/.s.PGSQL.$p" ] && "$BIN/pg_isready" -q -h 127.0.0.1 -p "$p"; then PORT=$p; RUNNING=1; break; fi
+  "$BIN/pg_isready" -q -h 127.0.0.1 -p "$p" >/dev/null 2>&1 && continue
+  PORT=$p
+  break
+done
+URL="postgresql+psycopg://$ROLE:$PASSWORD@127.0.0.1:$PORT/$DB"
+
+if [ -z "$RUNNING" ]; then
   if [ ! -f "$DATA/PG_VERSION" ]; then
     mkdir -p "$DATA"
     [ "$(id -u)" = 0 ] && chown postgres: "$DATA"
@@ -44,9 +54,8 @@ if ! "$BIN/pg_isready" -q -h 127.0.0.1 -p "$PORT"; then
   as_pg mkdir -p "$SOCK"
   as_pg "$BIN/pg_ctl" -D "$DATA" -l "$DATA/server.log" -w -t 60 \
     -o "-p $PORT -c listen_addresses=127.0.0.1 -k $SOCK -c fsync=off" start >/dev/null \
-    || { tail -n 20 "$DATA/server.log" >&2 || true; die "pg_ctl start failed (port $PORT in use?)"; }
+    || { tail -n 20 "$DATA/server.log" >&2 || true; die "pg_ctl start failed on port $PORT"; }
 fi
-[ -S "$SOCK/.s.PGSQL.$PORT" ] || die "a server is up on port $PORT but it is not ours ($DATA); set EVOLVE_PG_PORT"
 
 psql_su() { as_pg "$BIN/psql" -h "$SOCK" -p "$PORT" -U postgres -d postgres -v ON_ERROR_STOP=1 -tAq "$@"; }
 [ "$(psql_su -c "SELECT 1 FROM pg_roles WHERE rolname='$ROLE'")" = 1 ] \
