@@ -28,16 +28,21 @@ def relation(chain_a: list, chain_b: list) -> dict:
     return {"relation": "unrelated"}
 
 
+def _steps(n: int) -> str:
+    return f"{n} step{'s' * (n != 1)}"
+
+
 def describe(rel: dict, name=lambda x: str(x)) -> str:
     kind = rel["relation"]
     if kind == "same":
         return "same"
     if kind == "a_ancestor_of_b":
-        return f"A is an ancestor of B ({rel['steps']} step{'s' * (rel['steps'] != 1)})"
+        return f"A is an ancestor of B ({_steps(rel['steps'])})"
     if kind == "b_ancestor_of_a":
-        return f"B is an ancestor of A ({rel['steps']} step{'s' * (rel['steps'] != 1)})"
+        return f"B is an ancestor of A ({_steps(rel['steps'])})"
     if kind == "common_ancestor":
-        return f"common ancestor {name(rel['common'])} (A {rel['steps_a']} steps, B {rel['steps_b']} steps from it)"
+        return (f"common ancestor {name(rel['common'])} (A {_steps(rel['steps_a'])}, "
+                f"B {_steps(rel['steps_b'])} from it)")
     return "unrelated" if kind == "unrelated" else "unknown (a generation without weights)"
 
 
