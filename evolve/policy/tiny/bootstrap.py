@@ -22,6 +22,7 @@ from evolve.util.atomic import atomic_write_text
 from evolve.util.repro import code_version, package_versions
 
 MANIFEST = "bootstrap.json"
+TRAINED = "trained.json"  # written after the weights: training finished, only measurement left
 
 
 def runs_root(runs_dir: str | Path | None) -> Path:
@@ -61,17 +62,17 @@ def ensure_tiny_model(cfg: BootstrapConfig | None = None, runs_dir: str | Path |
     with _lock(out.parent / f".{out.name}.lock"):
         if is_complete(out) and not force:
             return out  # another process built it while we waited
-        tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        try:
-            build(cfg, tmp, progress=progress)
-            if out.exists():
-                old = out.parent / f".{out.name}.old-{os.getpid()}"
-                os.replace(out, old)
-                shutil.rmtree(old, ignore_errors=True)
-            os.replace(tmp, out)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        partial = out.parent / f".{out.name}.partial"
+        if force:
+            shutil.rmtree(partial, ignore_errors=True)
+        # A failed or interrupted build keeps its trained weights in `partial`: the next call
+        # resumes at the measurement (the build is deterministic, so nothing is lost).
+        build(cfg, partial, progress=progress)
+        if out.exists():
+            old = out.parent / f".{out.name}.old-{os.getpid()}"
+            os.replace(out, old)
+            shutil.rmtree(old, ignore_errors=True)
+        os.replace(partial, out)
     return out
 
 
@@ -88,33 +89,26 @@ def build(cfg: BootstrapConfig, dest: Path, progress: bool = True) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from evolve.policy.tiny.corpus import doc_text, iter_docs, pack
     from evolve.policy.tiny.measure import measure
-    from evolve.policy.tiny.model import make_model, n_params
-    from evolve.policy.tiny.sft import train
-    from evolve.policy.tiny.tokenizer import train_tokenizer
+    from evolve.policy.tiny.model import n_params
 
     threads = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
     timings: dict[str, float] = {}
-    t_all = t = time.perf_counter()
-    cpu0, load0 = time.process_time(), os.getloadavg()[0]
+    t_all = time.perf_counter()
+    load0 = os.getloadavg()[0]
     ui = _Progress(progress)
+    trained = dest / TRAINED
     try:
         with ui:
-            ui.stage("tokenizer + corpus", None)
-            docs = list(itertools.islice(iter_docs(cfg, seed_offset=1), cfg.tokenizer_docs))
-            tok = train_tokenizer([doc_text(d) for d in docs], cfg.vocab_size, cfg.context)
-            data = pack(cfg, tok, cfg.steps * cfg.batch_size)
-            timings["corpus_s"], t = time.perf_counter() - t, time.perf_counter()
-            torch.manual_seed(cfg.seed)
-            model = make_model(cfg, tok)
-            ui.stage("SFT", cfg.steps)
-            stats = train(model, data, cfg, on_step=lambda s, loss, lr: ui.advance(1, f"loss {loss:.3f}"))
-            dest.mkdir(parents=True, exist_ok=True)
-            model.save_pretrained(dest)
-            tok.save_pretrained(dest)
-            timings["train_s"], t = time.perf_counter() - t, time.perf_counter()
+            resumed = trained.is_file()
+            if resumed:
+                stats, timings = (json.loads(trained.read_text())[k] for k in ("train", "timings"))
+            else:
+                shutil.rmtree(dest, ignore_errors=True)
+                stats = _train_into(dest, cfg, ui, timings)
+                atomic_write_text(trained, json.dumps({"train": stats, "timings": timings}))
+            t, cpu_m = time.perf_counter(), time.process_time()
             # Measure what was saved, reloaded the way every consumer loads it.
             model = AutoModelForCausalLM.from_pretrained(dest)
             tok = AutoTokenizer.from_pretrained(dest)
@@ -125,10 +119,10 @@ def build(cfg: BootstrapConfig, dest: Path, progress: bool = True) -> dict:
             timings["measure_s"] = time.perf_counter() - t
     finally:
         torch.set_num_threads(threads)
-    timings["total_s"] = time.perf_counter() - t_all
+    timings["total_s"] = time.perf_counter() - t_all + (timings["train_total_s"] if resumed else 0.0)
     # CPU seconds of this process (the sandbox's are not included): a load-independent figure,
     # since on a shared machine wall time depends on what else runs.
-    timings["cpu_s"] = time.process_time() - cpu0
+    timings["cpu_s"] = timings["train_cpu_s"] + time.process_time() - cpu_m
     timings["loadavg_start"], timings["loadavg_end"] = load0, os.getloadavg()[0]
     manifest = {
         "config": cfg.to_dict(), "config_hash": cfg.build_hash(), "n_params": n_params(model),
@@ -136,10 +130,39 @@ def build(cfg: BootstrapConfig, dest: Path, progress: bool = True) -> dict:
         "train": {k: v for k, v in stats.items() if k != "losses"},
         "loss_curve": [round(x, 4) for x in stats["losses"][:: max(1, cfg.steps // 50)]],
         "timings": {k: round(v, 2) for k, v in timings.items()}, "figures": figures,
-        "code_version": code_version(), "packages": package_versions(),
+        "code_version": code_version(), "packages": package_versions(), "resumed_measurement": resumed,
     }
     atomic_write_text(dest / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True))
     return manifest
+
+
+def _train_into(dest: Path, cfg: BootstrapConfig, ui, timings: dict) -> dict:
+    """Tokenizer, corpus, model init and SFT; saves model and tokenizer into ``dest``."""
+    import torch
+
+    from evolve.policy.tiny.corpus import doc_text, iter_docs, pack
+    from evolve.policy.tiny.model import make_model
+    from evolve.policy.tiny.sft import train
+    from evolve.policy.tiny.tokenizer import train_tokenizer
+
+    t0 = t = time.perf_counter()
+    cpu0 = time.process_time()
+    ui.stage("tokenizer + corpus", None)
+    docs = list(itertools.islice(iter_docs(cfg, seed_offset=1), cfg.tokenizer_docs))
+    tok = train_tokenizer([doc_text(d) for d in docs], cfg.vocab_size, cfg.context)
+    data = pack(cfg, tok, cfg.steps * cfg.batch_size)
+    timings["corpus_s"], t = time.perf_counter() - t, time.perf_counter()
+    torch.manual_seed(cfg.seed)
+    model = make_model(cfg, tok)
+    ui.stage("SFT", cfg.steps)
+    stats = train(model, data, cfg, on_step=lambda s, loss, lr: ui.advance(1, f"loss {loss:.3f}"))
+    dest.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(dest)
+    tok.save_pretrained(dest)
+    timings["train_s"] = time.perf_counter() - t
+    timings["train_total_s"] = time.perf_counter() - t0  # counted in total_s if a later call resumes
+    timings["train_cpu_s"] = time.process_time() - cpu0
+    return stats
 
 
 class _Progress:
