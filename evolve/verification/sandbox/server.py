@@ -231,14 +231,10 @@ def _kill_group(pid):
         return False
 
 
-def serve(cfg):  # noqa: C901 - one event loop, kept in one place on purpose
-    import gc
-    import json
-    import resource  # loaded once here, so children do not each import it
-    import select
-    import shutil
+def _setup(cfg):
+    """One-time server set-up; returns (filter installer or None, the fd replies go to, use_pidfd)."""
+    import ast  # noqa: F401 - imported before any fork, so children never load it themselves
     import signal
-    from collections import deque
 
     sys.dont_write_bytecode = True
     filt = _load_seccomp(cfg.get("seccomp"))
@@ -247,25 +243,14 @@ def serve(cfg):  # noqa: C901 - one event loop, kept in one place on purpose
     cfg["tmp"] = "/tmp" if cfg.get("in_bwrap") or not os.access("/dev/shm", os.W_OK) else "/dev/shm"
     if os.getuid() == 0 and not _others_can_read(os.path.dirname(os.__file__)):
         cfg["drop_uid"] = False  # nobody could not even import the stdlib (e.g. under /root)
-    jobs_max = cfg.get("jobs", 2)
-    out_cap, keep_out, res_cap = cfg["out_cap"], 2048, cfg["res_cap"]
-    stdout_fd = os.dup(1)
+    reply_fd = os.dup(1)
     devnull = os.open("/dev/null", os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     # Text streams on fds 1 and 2, made here once: each child dup2s its output pipe under them.
     cfg["_stdout"] = open(1, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
     cfg["_stderr"] = open(2, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
-
-    def send(msg):
-        data = (json.dumps(msg) + "\n").encode()
-        while data:
-            data = data[os.write(stdout_fd, data):]
-
     signal.signal(signal.SIGALRM, _on_alarm)  # for the children's harness (inherited by fork)
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_r, False)
-    os.set_blocking(wake_w, False)
     # A job's exit wakes select through a pidfd; without pidfd_open, through SIGCHLD and a wake-up fd.
     use_pidfd = hasattr(os, "pidfd_open")
     if use_pidfd:
@@ -273,27 +258,67 @@ def serve(cfg):  # noqa: C901 - one event loop, kept in one place on purpose
             os.close(os.pidfd_open(os.getpid()))
         except OSError:
             use_pidfd = False
-    if not use_pidfd:
-        cfg["_wakeup"] = True
-        signal.set_wakeup_fd(wake_w)
-        signal.signal(signal.SIGCHLD, lambda *a: None)
-    import ast  # noqa: F401 - imported before any fork, so children never load it themselves
-
     try:
         import ctypes  # PR_SET_CHILD_SUBREAPER: a job's escaped grandchildren come back to us
 
         ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
     except Exception:  # noqa: BLE001
         pass
-    send({"ready": True, "seccomp": filt is not None, "uid": os.getuid(), "pid": os.getpid()})
+    return filt, reply_fd, use_pidfd
 
-    queue, running, by_fd, prepared, pidfds = deque(), {}, {}, deque(), {}
-    inbuf, stdin_open = b"", True
-    while stdin_open or queue or running or prepared:
-        # Release prepared children into free slots: their fork and isolation set-up already happened
-        # while earlier jobs ran, so a finished job is followed by the next at the cost of one write.
-        while prepared and len(running) < jobs_max:
-            r = prepared.popleft()
+
+class _Server:
+    """The event loop: read jobs, keep ``jobs`` children running and as many prepared, reply."""
+
+    def __init__(self, cfg):
+        import gc
+        import json
+        import signal
+        from collections import deque
+
+        self.cfg, self.gc, self.json = cfg, gc, json
+        self.filt, self.reply_fd, self.use_pidfd = _setup(cfg)
+        self.jobs_max, self.out_cap, self.res_cap = cfg.get("jobs", 2), cfg["out_cap"], cfg["res_cap"]
+        self.queue, self.prepared, self.running, self.by_fd, self.pidfds = deque(), deque(), {}, {}, {}
+        self.inbuf, self.stdin_open = b"", True
+        self.wake_r, wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(wake_w, False)
+        if not self.use_pidfd:
+            cfg["_wakeup"] = True
+            signal.set_wakeup_fd(wake_w)
+            signal.signal(signal.SIGCHLD, lambda *a: None)
+
+    def send(self, msg):
+        data = (self.json.dumps(msg) + "\n").encode()
+        while data:
+            data = data[os.write(self.reply_fd, data):]
+
+    def run(self):
+        import resource
+
+        self.send({"ready": True, "seccomp": self.filt is not None, "uid": os.getuid(), "pid": os.getpid()})
+        while self.stdin_open or self.queue or self.running or self.prepared:
+            self._release()
+            while self.queue and len(self.prepared) < self.jobs_max:
+                r = _prepare(self.queue.popleft(), self.cfg, self.filt, self.send, self.gc)
+                if r is not None:
+                    self.prepared.append(r)
+            if self.prepared and len(self.running) < self.jobs_max:
+                continue
+            self._wait()
+            self._check_running()
+            _reap_orphans(self.running, self.prepared)
+        # Input closed and all jobs done: report CPU used by the server and by its jobs, then exit.
+        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.send({"id": None, "stats": {"server_cpu_s": me.ru_utime + me.ru_stime,
+                                         "jobs_cpu_s": kids.ru_utime + kids.ru_stime}})
+
+    def _release(self):
+        """Prepared children into free slots: their fork and set-up already happened while earlier
+        jobs ran, so a finished job is followed by the next at the cost of one write."""
+        while self.prepared and len(self.running) < self.jobs_max:
+            r = self.prepared.popleft()
             r.t0 = time.monotonic()
             r.deadline = r.t0 + r.job.get("timeout", 3.0)
             try:
@@ -302,24 +327,23 @@ def serve(cfg):  # noqa: C901 - one event loop, kept in one place on purpose
                 pass
             os.close(r.go)
             for fd in (r.res, r.out):
-                by_fd[fd] = r
-            if use_pidfd:
+                self.by_fd[fd] = r
+            if self.use_pidfd:
                 try:
                     r.pidfd = os.pidfd_open(r.pid)
-                    pidfds[r.pidfd] = r
-                except OSError:  # already reaped: the waitpid pass below finds its status
+                    self.pidfds[r.pidfd] = r
+                except OSError:  # already reaped: the waitpid pass finds its status
                     pass
-            running[r.pid] = r
-        while queue and len(prepared) < jobs_max:
-            r = _prepare(queue.popleft(), cfg, filt, send, gc)
-            if r is not None:
-                prepared.append(r)
-        if prepared and len(running) < jobs_max:
-            continue
-        rlist = [wake_r] + list(by_fd) + list(pidfds) + ([0] if stdin_open else [])
+            self.running[r.pid] = r
+
+    def _wait(self):
+        """Sleep until input, output, an exit or the nearest deadline; take in what arrived."""
+        import select
+
+        rlist = [self.wake_r, *self.by_fd, *self.pidfds] + ([0] if self.stdin_open else [])
         wait = None
-        if running:
-            wait = max(0.0, min(r.deadline for r in running.values()) - time.monotonic())
+        if self.running:
+            wait = max(0.0, min(r.deadline for r in self.running.values()) - time.monotonic())
         try:
             ready, _, _ = select.select(rlist, [], [], wait)
         except InterruptedError:
@@ -328,20 +352,21 @@ def serve(cfg):  # noqa: C901 - one event loop, kept in one place on purpose
             if fd == 0:
                 chunk = os.read(0, 1 << 20)
                 if not chunk:
-                    stdin_open = False
+                    self.stdin_open = False
                     continue
-                inbuf += chunk
-                *msgs, inbuf = inbuf.split(b"\n")
-                queue.extend(json.loads(m) for m in msgs if m)
-            elif fd == wake_r:
+                *msgs, self.inbuf = (self.inbuf + chunk).split(b"\n")
+                self.queue.extend(self.json.loads(m) for m in msgs if m)
+            elif fd == self.wake_r:
                 try:
-                    os.read(wake_r, 512)
+                    os.read(self.wake_r, 512)
                 except BlockingIOError:
                     pass
-            elif fd in by_fd and _drain(fd, by_fd[fd], out_cap, keep_out, res_cap):
-                del by_fd[fd]  # at EOF: stop selecting on it, or select spins until the exit is reaped
+            elif fd in self.by_fd and _drain(fd, self.by_fd[fd], self.out_cap, self.res_cap):
+                del self.by_fd[fd]  # at EOF: stop selecting on it, or select spins until the exit is reaped
+
+    def _check_running(self):
         now = time.monotonic()
-        for pid, r in list(running.items()):
+        for pid, r in list(self.running.items()):
             if r.status is None:
                 if now >= r.deadline and not r.timeout:
                     r.timeout = True
@@ -352,34 +377,38 @@ def serve(cfg):  # noqa: C901 - one event loop, kept in one place on purpose
                     done, st = pid, 0
                 if done:
                     r.status = st
-            if r.out_bytes > out_cap and "OutputLimit" not in r.flags:
-                r.flags.append("OutputLimit")
-                _kill_group(pid)
-            if len(r.res_buf) > res_cap and "ResultLimit" not in r.flags:
-                r.flags.append("ResultLimit")
-                _kill_group(pid)
+            for over, name in ((r.out_bytes > self.out_cap, "OutputLimit"),
+                               (len(r.res_buf) > self.res_cap, "ResultLimit")):
+                if over and name not in r.flags:
+                    r.flags.append(name)
+                    _kill_group(pid)
             if r.status is not None:
-                for fd in (r.res, r.out):
-                    _drain(fd, r, out_cap, keep_out, res_cap)
-                if _kill_group(pid):  # someone in the job's group outlived it
-                    r.flags.append("hack: orphan-process")
-                for fd in (r.res, r.out):
-                    by_fd.pop(fd, None)
-                    os.close(fd)
-                if r.pidfd >= 0:
-                    del pidfds[r.pidfd]
-                    os.close(r.pidfd)
-                del running[pid]
-                _finish(r, send)
-                try:
-                    os.rmdir(f"{cfg['tmp']}/job-{pid}")  # usually empty: one syscall, not a tree walk
-                except OSError:
-                    shutil.rmtree(f"{cfg['tmp']}/job-{pid}", ignore_errors=True)
-        _reap_orphans(running, prepared)
-    # Input closed and all jobs done: report CPU used by the server and by its jobs, then exit.
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    send({"id": None, "stats": {"server_cpu_s": me.ru_utime + me.ru_stime,
-                                "jobs_cpu_s": kids.ru_utime + kids.ru_stime}})
+                self._complete(r)
+
+    def _complete(self, r):
+        import shutil
+
+        for fd in (r.res, r.out):
+            _drain(fd, r, self.out_cap, self.res_cap)
+        if _kill_group(r.pid):  # someone in the job's group outlived it
+            r.flags.append("hack: orphan-process")
+        for fd in (r.res, r.out):
+            self.by_fd.pop(fd, None)
+            os.close(fd)
+        if r.pidfd >= 0:
+            del self.pidfds[r.pidfd]
+            os.close(r.pidfd)
+        del self.running[r.pid]
+        _finish(r, self.send)
+        work = f"{self.cfg['tmp']}/job-{r.pid}"
+        try:
+            os.rmdir(work)  # usually empty: one syscall, not a tree walk
+        except OSError:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def serve(cfg):
+    _Server(cfg).run()
 
 
 # Not random, statistics or threading: they register at-fork hooks (random reseeds from urandom in
@@ -414,7 +443,10 @@ def _others_can_read(path):
     return True
 
 
-def _drain(fd, r, out_cap, keep_out, res_cap):
+_KEEP_OUT = 2048  # bytes of a job's stdout/stderr kept for its trace
+
+
+def _drain(fd, r, out_cap, res_cap):
     """Read what is there; True at end of file."""
     while True:
         try:
@@ -428,8 +460,8 @@ def _drain(fd, r, out_cap, keep_out, res_cap):
                 r.res_buf += chunk
         else:
             r.out_bytes += len(chunk)
-            if len(r.out_head) < keep_out:
-                r.out_head += chunk[: keep_out - len(r.out_head)]
+            if len(r.out_head) < _KEEP_OUT:
+                r.out_head += chunk[: _KEEP_OUT - len(r.out_head)]
             if r.out_bytes > out_cap:
                 return False
 
