@@ -147,3 +147,30 @@ def test_bad_config_is_a_one_line_error(tmp_path):
     res = subprocess.run([EVOLVE, "bootstrap", "--config", str(bad)], capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "layers" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_failed_measurement_keeps_weights_and_resumes(tmp_path, monkeypatch):
+    import evolve.policy.tiny.measure as measure_mod
+    import evolve.policy.tiny.sft as sft_mod
+    from evolve.policy.tiny import model_dir
+
+    cfg = BootstrapConfig.from_dict({**MICRO, "measure": True, "eval_tasks": 2, "eval_samples": 2,
+                                     "eval_line_samples": 1, "eval_max_new_tokens": 8})
+
+    def sandbox_gone(*a, **k):  # the failure being simulated: the sandbox dies mid-measurement
+        raise RuntimeError("sandbox went away")
+
+    monkeypatch.setattr(measure_mod, "measure", sandbox_gone)
+    with pytest.raises(RuntimeError):
+        ensure_tiny_model(cfg, runs_dir=tmp_path, progress=False)
+    out = model_dir(cfg, tmp_path)
+    partial = out.parent / f".{out.name}.partial"
+    assert not out.exists() and (partial / "trained.json").is_file()
+    monkeypatch.undo()
+    trained = []
+    real_train = sft_mod.train
+    monkeypatch.setattr(sft_mod, "train", lambda *a, **k: trained.append(1) or real_train(*a, **k))
+    assert ensure_tiny_model(cfg, runs_dir=tmp_path, progress=False) == out
+    manifest = read_manifest(out)
+    assert trained == [] and manifest["resumed_measurement"] and manifest["figures"]["eval_tasks"] == 2
+    assert not partial.exists()
