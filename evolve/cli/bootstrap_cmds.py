@@ -54,12 +54,13 @@ def _print_report(path: Path, manifest: dict, rows: list[dict], cached: bool, el
     if fig:
         console.print(f"measured on {fig['eval_tasks']} held-out tasks with {fig['verifier']}")
     table = Table(title="tiny-coder bootstrap targets")
-    for col in ("figure", "value", "target", "status", "detail"):
-        table.add_column(col)
+    for col in ("figure", "value", "target", "status"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("detail")
     for r in rows:
         status = "" if r["ok"] is None else ("[green]PASS[/]" if r["ok"] else "[red]MISS[/]")
-        label = r["name"] + (f"  [dim]{r['line']}[/]" if r.get("line") else "")
-        table.add_row(label, _fmt(r["value"]), r["target"], status, r.get("detail", ""))
+        detail = (f"\"{r['line']}\" " if r.get("line") else "") + r.get("detail", "")
+        table.add_row(r["name"], _fmt(r["value"]), r["target"], status, detail)
     console.print(table)
     lines = [f"model_dir={path}", f"cached={int(cached)}", f"params={manifest['n_params']}"]
     lines += [f"{k}={v}" for k, v in manifest["timings"].items()]
