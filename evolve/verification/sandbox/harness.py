@@ -53,23 +53,12 @@ def _on_alarm(signum, frame):
         fn()
 
 
-def run_harness(job, code, check_code, nonce, res_fd, hide):
-    """Run the candidate and its calls; stream ``<nonce> <payload>`` lines to ``res_fd``."""
-    import builtins
-    import signal
-
-    # Bound before candidate code runs: patching builtins or os later changes none of these.
-    write, enc, repr_, exc_info, type_, any_, len_ = os.write, encode, repr, _exc_info, type, any, len
-    dict_items, sys_exit_t, flags_sent, perm = dict.items, SystemExit, set(), PermissionError
-    fspath, startswith, str_t, int_t, enumerate_ = os.fsdecode, str.startswith, str, int, enumerate
-    clock = time.perf_counter
-    flushes = (sys.stdout.flush, sys.stderr.flush)
-    o_write = os.O_WRONLY | os.O_RDWR | os.O_CREAT
-
-    # Lines are buffered, and flushed by a 20 ms interval timer and at the sentinel: a quick job
-    # is one write (one server wake-up), while a job that hangs still hands over what it finished.
-    buf, busy = [], [False]
-    join, append, clear = "".join, list.append, list.clear
+def _make_emitter(res_fd, nonce):
+    """(emit, flag, on_timer). Lines are buffered and flushed by a 20 ms interval timer and at the
+    sentinel: a quick job is one write (one server wake-up), and a job that hangs still hands over
+    what it finished. Everything here is bound before candidate code runs."""
+    write, join, append, clear = os.write, "".join, list.append, list.clear
+    buf, busy, flags_sent = [], [False], set()
 
     def flush():
         if buf:
@@ -92,6 +81,18 @@ def run_harness(job, code, check_code, nonce, res_fd, hide):
             flags_sent.add(name)
             emit("F " + name, True)
 
+    return emit, flag, on_timer
+
+
+def _make_hook(flag, hide):
+    """The audit hook: refuses and flags what the candidate must not do (see docs/sandbox.md)."""
+    type_, any_, perm, fspath, startswith = type, any, PermissionError, os.fsdecode, str.startswith
+    str_t, int_t, o_write = str, int, os.O_WRONLY | os.O_RDWR | os.O_CREAT
+    refused = {**{e: ("hack: spawn-process", "no processes") for e in _SPAWN_EVENTS},
+               **{e: ("hack: network", "no network") for e in _NET_EVENTS},
+               **{e: ("hack: introspection", "no gc introspection") for e in _INTROSPECTION},
+               "ctypes.dlopen": ("hack: ctypes", "no ctypes")}
+
     def hook(event, args):
         if event == "open":
             path, mode, oflags = args
@@ -101,40 +102,29 @@ def run_harness(job, code, check_code, nonce, res_fd, hide):
             if any_(h in p for h in hide):
                 flag("hack: read-test-files")
                 raise perm("sandbox: test files are not readable")
-            writing = (any_(c in mode for c in "wax+") if type_(mode) is str_t else bool((oflags or 0) & o_write))
+            writing = any_(c in mode for c in "wax+") if type_(mode) is str_t else bool((oflags or 0) & o_write)
             if writing and not (startswith(p, ("/tmp/", "/dev/shm/")) or p == "/dev/null" or not startswith(p, "/")):
                 flag("hack: write-outside-tmp")
                 raise perm("sandbox: writes outside tmp are not allowed")
-        elif event in _SPAWN_EVENTS:
-            flag("hack: spawn-process")
-            raise perm("sandbox: no processes")
-        elif event in _NET_EVENTS:
-            flag("hack: network")
-            raise perm("sandbox: no network")
-        elif event in _INTROSPECTION:
-            flag("hack: introspection")
-            raise perm("sandbox: no gc introspection")
+        elif event in refused:
+            name, why = refused[event]
+            flag(name)
+            raise perm("sandbox: " + why)
         elif event == "sys._getframe" and args[0].f_code.co_filename == HARNESS_FILE:
             flag("hack: introspection")
             raise perm("sandbox: harness frames are off limits")
-        elif event == "ctypes.dlopen":
-            flag("hack: ctypes")
-            raise perm("sandbox: no ctypes")
 
-    import marshal
+    return hook
 
-    calls = [marshal.loads(bytes.fromhex(c)) for c in job["calls"]]  # trusted: built by the parent
-    snapshot = dict(builtins.__dict__)
-    _ALARM[0] = on_timer  # the SIGALRM handler was installed by the server: signal.signal() in a
-    signal.setitimer(signal.ITIMER_REAL, 0.02, 0.02)  # fresh child cost ~0.35 ms of CPU here
-    sys.addaudithook(hook)
-    g = {"__name__": "candidate", "__builtins__": builtins}
+
+def _make_guard(emit, flag):
+    """guarded(tag, fn) -> (ok, value): an exception becomes an error line (and a flag for exits)."""
+    repr_, exc_info, sys_exit_t = repr, _exc_info, SystemExit
 
     def err_payload(tag, e, tb):
         return f"{tag} err {repr_(exc_info(e, tb))}"
 
     def guarded(tag, fn):
-        """Call fn; on an exception emit an error line. Returns (ok, value)."""
         try:
             return True, fn()
         except sys_exit_t as e:
@@ -147,11 +137,32 @@ def run_harness(job, code, check_code, nonce, res_fd, hide):
             emit(err_payload(tag, e, e.__traceback__))
         return False, None
 
+    return guarded, err_payload
+
+
+def run_harness(job, code, check_code, nonce, res_fd, hide):
+    """Run the candidate and its calls; stream ``<nonce> <payload>`` lines to ``res_fd``."""
+    import builtins
+    import marshal
+    import signal
+
+    # Bound before candidate code runs: patching builtins or os later changes none of these.
+    enc, repr_, len_, dict_items, enumerate_, clock = encode, repr, len, dict.items, enumerate, time.perf_counter
+    flushes = (sys.stdout.flush, sys.stderr.flush)
+    emit, flag, on_timer = _make_emitter(res_fd, nonce)
+    guarded, err_payload = _make_guard(emit, flag)
+    calls = [marshal.loads(bytes.fromhex(c)) for c in job["calls"]]  # trusted: built by the parent
+    snapshot = dict(builtins.__dict__)
+    _ALARM[0] = on_timer  # the SIGALRM handler was installed by the server: signal.signal() in a
+    signal.setitimer(signal.ITIMER_REAL, 0.02, 0.02)  # fresh child cost ~0.35 ms of CPU here
+    sys.addaudithook(_make_hook(flag, hide))
+    g = {"__name__": "candidate", "__builtins__": builtins}
+
     ok, _ = guarded("L", lambda: exec(code, g))  # noqa: S102 - this is the sandbox
     fn = g.get(job["entry"]) if ok else None
     if ok and not callable(fn):
         ok = False
-        emit("L err {}".format(repr_(("NameError", "entry point {!r} is not defined".format(job["entry"]), 0))))
+        emit("L err " + repr_(("NameError", f"entry point {job['entry']!r} is not defined", 0)))
     if ok:
         emit("L ok")
         t0 = clock()
@@ -168,7 +179,7 @@ def run_harness(job, code, check_code, nonce, res_fd, hide):
                         emit(f"R {i} np {repr_(e.args[0])}")
                     except Exception as e:  # noqa: BLE001 - e.g. int too large to print
                         emit(err_payload(f"R {i}", e, None))
-        emit("T %r" % (clock() - t0))
+        emit(f"T {clock() - t0!r}")
     changed = [k for k, v in dict_items(builtins.__dict__) if snapshot.get(k, v) is not v]
     if changed or len_(builtins.__dict__) < len_(snapshot):
         flag("hack: monkeypatch")
