@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from evolve.errors import EvolveError
 from evolve.prompt.candidate import Candidate
 from evolve.prompt.config import PromptEvolutionConfig
+from evolve.prompt.lessons import split_lessons
 from evolve.prompt.pareto import mean, pareto_front, select_from_front, try_merge
 from evolve.prompt.reflect.base import Reflector
 from evolve.prompt.reflective_dataset import build_reflective_dataset
@@ -66,6 +67,7 @@ class PromptEvolver:
         self.lm_cost = 0.0
         self.failed: list[dict] = []  # failed reflections: {parent, error, lm_call_ids}
         self.history: list[dict] = []  # accept decisions
+        self.rejected: dict[str, int] = {}  # lesson line -> times a proposal adding it failed the gate
 
     # -- lookups -------------------------------------------------------------------------
     def _index(self, cid: str) -> int | None:
@@ -114,7 +116,8 @@ class PromptEvolver:
         if dataset.n_failures == 0 and self.config.max_demos <= 0:
             return out  # nothing to reflect on
         avoid = frozenset(e.id for e in self.entries) | frozenset(self.pending)
-        drafts = self.reflector.reflect(parent, dataset, rng, self.config.proposals_per_step, avoid=avoid)
+        drafts = self.reflector.reflect(parent, dataset, rng, self.config.proposals_per_step, avoid=avoid,
+                                        rejected=dict(sorted(self.rejected.items())))
         for d in drafts:
             self.lm_cost += d.cost_usd
             if d.components is None:
@@ -166,8 +169,16 @@ class PromptEvolver:
         self.history.append({"candidate": proposal.candidate.id, "parents": proposal.parents, "kind": proposal.kind,
                              "minibatch": [round(old, 6), round(new, 6)], "accepted": ok})
         if not ok:
-            self.pending.pop(proposal.candidate.id, None)
+            info = self.pending.pop(proposal.candidate.id, None)
+            if info is not None and proposal.kind != "merge":
+                for line in self._added_lessons(proposal):
+                    self.rejected[line] = self.rejected.get(line, 0) + 1
         return ok
+
+    def _added_lessons(self, proposal: Proposal) -> list[str]:
+        i = self._index(proposal.parents[0]) if proposal.parents else None
+        before = set(split_lessons(self.entries[i].components.get("lessons", ""))) if i is not None else set()
+        return [t for t in split_lessons(proposal.candidate.components.get("lessons", "")) if t not in before]
 
     def observe_val(self, candidate: Candidate, val_scores: dict[str, float], metric_calls: int | None = None,
                     parents: list[str] | None = None) -> None:
@@ -203,7 +214,7 @@ class PromptEvolver:
             "pending": self.pending, "merges_performed": [[list(x) for x in self.merges_performed[0]],
                                                           [[a, b, list(c)] for a, b, c in self.merges_performed[1]]],
             "merges_due": self.merges_due, "metric_calls": self.metric_calls, "lm_cost": self.lm_cost,
-            "failed": self.failed, "history": self.history,
+            "failed": self.failed, "history": self.history, "rejected": self.rejected,
         }
 
     @classmethod
@@ -221,5 +232,6 @@ class PromptEvolver:
         ev.merges_performed = ([tuple(x) for x in m0], [(a, b, tuple(c)) for a, b, c in m1])
         ev.merges_due, ev.metric_calls, ev.lm_cost = d["merges_due"], d["metric_calls"], d["lm_cost"]
         ev.failed, ev.history = list(d["failed"]), list(d["history"])
+        ev.rejected = dict(d.get("rejected", {}))
         return ev
 

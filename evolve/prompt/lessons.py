@@ -105,16 +105,18 @@ class LessonLibrary:
         return self._by_text.get(text.strip())
 
     def retrieve(self, features: Counter, rng: random.Random, exclude: set[str] = frozenset(),
-                 k: int = 8) -> list[tuple[Lesson, float]]:
+                 k: int = 8, weight: dict[str, float] | None = None) -> list[tuple[Lesson, float]]:
         """Lessons whose tags overlap the failure features, best first.
 
-        Score = failures carrying each matching tag, summed; ties broken by ``rng`` (seeded by the caller).
+        Score = failures carrying each matching tag, summed, times ``weight[text]`` (default 1);
+        ties broken by ``rng`` (seeded by the caller).
         """
+        weight = weight or {}
         scored = []
         for lesson in self.lessons:
             if lesson.text in exclude:
                 continue
-            score = float(sum(features.get(t, 0) for t in lesson.tags))
+            score = float(sum(features.get(t, 0) for t in lesson.tags)) * weight.get(lesson.text, 1.0)
             if score > 0:
                 scored.append((lesson, score))
         rng.shuffle(scored)  # random tie order; the sort below is stable

@@ -162,8 +162,8 @@ class PricedReflector:
     def __init__(self, inner, price):
         self.inner, self.price = inner, price
 
-    def reflect(self, parent, dataset, rng, n, avoid=frozenset()):
-        drafts = self.inner.reflect(parent, dataset, rng, n, avoid)
+    def reflect(self, parent, dataset, rng, n, avoid=frozenset(), rejected=None):
+        drafts = self.inner.reflect(parent, dataset, rng, n, avoid, rejected)
         for d in drafts:
             d.cost_usd = self.price
         return drafts
@@ -176,3 +176,18 @@ def test_lm_cost_budget_stops_reflection():
     assert ev.lm_cost == pytest.approx(0.04) and not ev.exhausted
     ev.propose(SEED, rollouts_for(SEED), random.Random(1))
     assert ev.exhausted and ev.propose(SEED, rollouts_for(SEED), random.Random(2)) == []
+
+
+def test_rejected_lessons_are_down_weighted_in_later_retrieval():
+    cfg = PromptEvolutionConfig(lessons_dir=LESSONS, proposals_per_step=1)
+    ev = PromptEvolver(cfg, make_reflector(cfg), SEED)
+    (p,) = ev.propose(SEED, rollouts_for(SEED), random.Random(0))
+    (line,) = split_lessons(p.candidate.components["lessons"])
+    assert not ev.accept(p, {"e1": 0.0}, {"e1": 1.0})
+    assert ev.rejected == {line: 1}
+    assert PromptEvolver.from_state_dict(ev.state_dict(), make_reflector(cfg)).rejected == {line: 1}
+    lib = make_reflector(cfg).library
+    feats = __import__("collections").Counter({t: 3 for t in lib.get(line).tags})
+    plain = dict((x.text, s) for x, s in lib.retrieve(feats, random.Random(0), k=50))
+    damped = dict((x.text, s) for x, s in lib.retrieve(feats, random.Random(0), k=50, weight={line: 0.5}))
+    assert damped[line] == plain[line] / 2

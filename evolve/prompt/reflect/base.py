@@ -33,6 +33,8 @@ class Reflector(Protocol):
     name: str  # "offline" or the LM model string
 
     def reflect(self, parent: Candidate, dataset: ReflectiveDataset, rng: random.Random, n: int,
-                avoid: frozenset[str] = frozenset()) -> list[Draft]:
-        """``avoid``: candidate ids already evaluated; a reflector should not propose them again."""
+                avoid: frozenset[str] = frozenset(), rejected: dict[str, int] | None = None) -> list[Draft]:
+        """``avoid``: candidate ids already evaluated; a reflector should not propose them again.
+        ``rejected``: lesson lines whose addition the gate rejected, with counts (a reflector may down-weight them).
+        """
         ...

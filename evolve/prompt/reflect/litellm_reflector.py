@@ -86,7 +86,7 @@ class LiteLLMReflector:
         self._sleep = sleep
 
     def reflect(self, parent: Candidate, dataset: ReflectiveDataset, rng: random.Random, n: int,
-                avoid: frozenset[str] = frozenset()) -> list[Draft]:
+                avoid: frozenset[str] = frozenset(), rejected: dict[str, int] | None = None) -> list[Draft]:
         comps = [c for c in self.config.components if c != "demos"] or ["system"]
         out = []
         for k in range(n):

@@ -61,18 +61,18 @@ class OfflineReflector:
         self.library = library if library is not None else LessonLibrary.load(resolve_lessons_dir(config.lessons_dir))
 
     def reflect(self, parent: Candidate, dataset: ReflectiveDataset, rng: random.Random, n: int,
-                avoid: frozenset[str] = frozenset()) -> list[Draft]:
+                avoid: frozenset[str] = frozenset(), rejected: dict[str, int] | None = None) -> list[Draft]:
         seed = rng.getrandbits(32)
         # The library's hash goes into the response, not the request: a replay after the user
         # edited prompts/lessons still finds (and reproduces) what was proposed at the time.
         request = {
             "reflector": "offline", "version": 1, "parent": parent.components, "dataset": dataset.to_dict(),
-            "seed": seed, "n": n, "avoid": sorted(avoid),
+            "seed": seed, "n": n, "avoid": sorted(avoid), **({"rejected": rejected} if rejected else {}),
             "max_lessons": self.config.max_lessons, "max_demos": self.config.max_demos,
         }
 
         def run():
-            drafts = self._edits(parent, dataset, random.Random(seed), n, avoid)
+            drafts = self._edits(parent, dataset, random.Random(seed), n, avoid, rejected or {})
             return {"proposals": drafts, "library": self.library.content_hash}, None, {}, 0.0
 
         out = recorded_call(self.recorder, "reflection", "offline", request, run)
@@ -81,11 +81,13 @@ class OfflineReflector:
 
     # -- the edit search -------------------------------------------------------------------
     def _edits(self, parent: Candidate, dataset: ReflectiveDataset, rng: random.Random, n: int,
-               avoid: frozenset[str]) -> list[dict]:
+               avoid: frozenset[str], rejected: dict[str, int]) -> list[dict]:
         feats = _features(dataset)
         current = split_lessons(parent.components.get("lessons", ""))
         summary = ", ".join(f"{g['signature']} x{g['count']}" for g in dataset.groups[:4]) or "no failures"
-        retrieved = self.library.retrieve(feats, rng, exclude=set(current), k=8)
+        # Each rejection of a lesson halves its retrieval score: measured evidence beats tag overlap.
+        retrieved = self.library.retrieve(feats, rng, exclude=set(current), k=8,
+                                          weight={t: 0.5 ** c for t, c in rejected.items()})
         seen = set(avoid) | {parent.id}
         out: list[dict] = []
         tried: set[str] = set()
