@@ -126,6 +126,10 @@ def _child(job, code, check_code, nonce, res_w, out_w, go_r, cfg, filt):
             import signal
 
             signal.set_wakeup_fd(-1)  # the server's wake-up pipe is not ours (its fd is closed below)
+        if cfg.get("_prctl"):  # PR_SET_PDEATHSIG: a job never outlives a killed server
+            cfg["_prctl"](1, 9, 0, 0, 0)
+            if os.getppid() != cfg["_server_pid"]:
+                os._exit(0)
         os.setsid()  # own process group: the server kills the whole group
         mem = job.get("mem_mb", 512) * 2**20
         cpu = max(1, int(job.get("cpu", 2) + 0.999))
@@ -261,7 +265,9 @@ def _setup(cfg):
     try:
         import ctypes  # PR_SET_CHILD_SUBREAPER: a job's escaped grandchildren come back to us
 
-        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
+        prctl = ctypes.CDLL(None).prctl
+        prctl(36, 1, 0, 0, 0)
+        cfg["_prctl"], cfg["_server_pid"] = prctl, os.getpid()
     except Exception:  # noqa: BLE001
         pass
     return filt, reply_fd, use_pidfd
