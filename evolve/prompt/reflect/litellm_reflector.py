@@ -33,7 +33,7 @@ Failure signatures over all {n_failures} failures in {n_rollouts} attempts:
 {groups}
 
 Write an improved "{component}" text that fixes the failures without breaking the successes.
-Keep it short and general: state rules, not answers to these particular tasks.
+Keep it short and general: state rules, not answers to these particular tasks.{shape}
 Reply with only a JSON object: {{"new_instruction": "<the new text>"}}"""
 
 _FENCE = re.compile(r"```(?:json|text|markdown)?\s*\n?(.*?)```", re.S)
@@ -44,7 +44,8 @@ def build_messages(component: str, current: str, dataset: ReflectiveDataset) -> 
         f"### Example {i + 1} ({'passed' if r['passed'] else 'failed'})\nTask:\n{r['inputs']}\n"
         f"Output:\n{r['output']}\nFeedback: {r['feedback']}" for i, r in enumerate(dataset.records))
     groups = "\n".join(f"- {g['signature']}: {g['count']}" for g in dataset.groups) or "- none"
-    text = PROMPT.format(component=component, current=current or "(empty)", examples=examples or "(none)",
+    shape = " One short rule per line." if component == "lessons" else ""
+    text = PROMPT.format(component=component, current=current or "(empty)", examples=examples or "(none)", shape=shape,
                          groups=groups, n_failures=dataset.n_failures, n_rollouts=dataset.n_rollouts)
     return [{"role": "user", "content": text}]
 
