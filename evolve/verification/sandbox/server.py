@@ -417,10 +417,11 @@ def serve(cfg):
     _Server(cfg).run()
 
 
-# Not random, statistics or threading: they register at-fork hooks (random reseeds from urandom in
-# every child), which made each fork about 3x dearer when measured here.
-_PREIMPORT = ("math", "re", "collections", "itertools", "functools", "heapq", "bisect", "string", "typing",
-              "hashlib", "copy", "operator", "fractions", "decimal")
+# What candidate code commonly imports (typing alone costs a child ~5 ms). Not random, statistics or
+# threading: they register at-fork hooks (random reseeds from urandom in every child), which made
+# each fork about 3x dearer when measured here; and not hashlib, decimal, fractions: each module
+# loaded here makes every fork a little dearer, and few candidates use them.
+_PREIMPORT = ("math", "re", "collections", "itertools", "functools", "heapq", "bisect", "string", "typing")
 
 
 def _preimport():
