@@ -118,9 +118,10 @@ def verify(
         rows.append(row)
         if as_json:
             typer.echo(json.dumps(row))
-        elif not r.passed:
-            flags = f" [{', '.join(r.hack_flags)}]" if r.hack_flags else ""
-            typer.echo(f"FAIL {r.task_id} (line {s.line}) {r.error_class}: {r.trace[:300]}{flags}")
+        elif not r.passed:  # a hack's trace starts with its flags; others name their error class
+            head = "" if r.error_class == "hack" else f" {r.error_class}:"
+            weak = " [weak: in-sandbox-check]" if r.weak_verification else ""
+            typer.echo(f"FAIL {r.task_id} (line {s.line}){head} {r.trace[:300]}{weak}")
     if out is not None:
         atomic_write_text(out, "".join(json.dumps(row) + "\n" for row in rows))
     n_pass = sum(r.passed for _, r in results)
