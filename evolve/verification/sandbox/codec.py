@@ -85,10 +85,18 @@ def encode_args(args):
     return marshal.dumps(args).hex()
 
 
+_SINGLETONS = {"True": True, "False": False, "None": None}
+
+
 def decode(text):
     """Inverse of :func:`encode` (trusted side: ``ast.literal_eval``, never ``eval``)."""
     import ast
 
+    if text in _SINGLETONS:  # fast paths for the commonest results
+        return _SINGLETONS[text]
+    digits = text[1:] if text[:1] == "-" else text
+    if digits.isascii() and digits.isdigit() and len(digits) < 4000:
+        return int(text)
     value = ast.literal_eval(text)
     return _fix(value) if "\\x00" in text else value
 
