@@ -7,7 +7,9 @@ capabilities dropped, ``no-new-privileges``, uid 65534. Jobs go in as a read-onl
 compared in the parent exactly as for the local sandbox. The image must have a ``python3``
 (3.11+) on its PATH; the task's repository, if any, is mounted read-only at /repo.
 
-The Docker SDK is imported lazily; ``available()`` says whether an engine answers.
+The Docker SDK is imported lazily; ``available()`` says whether an engine answers. Inside the
+container the syscall filter is Docker's default seccomp profile (pyseccomp is not assumed in the
+image); the harness's audit hook, exact-type results and parent-side comparison are the same.
 """
 
 from __future__ import annotations
@@ -58,18 +60,22 @@ class DockerSandbox:
 
     isolation = "docker"
 
-    def __init__(self, config: DockerConfig | None = None):
+    def __init__(self, config: DockerConfig | None = None, client=None):
         self.config = config or DockerConfig()
+        self._client = client  # a docker.DockerClient; None: docker.from_env() at the first run
 
     def run(self, jobs: list[dict]) -> list[dict]:
         c = self.config
-        client = _client()
+        client = self._client or _client()
         server_cfg = {"jobs": c.jobs, "out_cap": 1 << 20, "res_cap": 8 << 20, "fsize": 16 << 20,
                       "drop_uid": False, "hide": [], "seccomp": None, "in_bwrap": True}
         with tempfile.TemporaryDirectory() as d:
             batch = Path(d) / "jobs.jsonl"
             batch.write_text("".join(json.dumps({**j, "id": i}) + "\n" for i, j in enumerate(jobs)))
             (Path(d) / "worker.py").write_text(server_source())
+            for f in (batch, Path(d) / "worker.py"):  # readable by the container's uid 65534
+                f.chmod(0o644)
+            Path(d).chmod(0o755)
             cmd = (f"exec python3 -I -S -B -c {shlex.quote(_BOOT)} \"$(cat /evolve/worker.py)\" "
                    f"{shlex.quote(json.dumps(server_cfg))} < /evolve/jobs.jsonl")
             volumes = {d: {"bind": "/evolve", "mode": "ro"}}
