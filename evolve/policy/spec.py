@@ -97,6 +97,10 @@ class GrpoSpec(BaseModel):
     ngrpo_m: int = Field(1, ge=1, description="NGRPO: number of virtual max-reward samples.")
     ngrpo_r_max: float = Field(1.0, description="NGRPO: reward of the virtual samples.")
     skip_zero_variance: bool = Field(True, description="Skip the forward of groups whose advantages are all 0.")
+    old_logprobs: Literal["auto", "behaviour"] = Field(
+        "auto", description="pi_old in the ratio: 'auto' as TRL (current log-probs, recomputed once when "
+        "num_iterations > 1); 'behaviour' = the sampler's own log-probs (stale or vLLM-sampled rollouts).",
+    )
 
 
 class PolicySpec(BaseModel):

@@ -10,7 +10,9 @@ Departures from the papers / TRL, on purpose:
   With num_iterations > 1 we recompute them once, before the first inner step, with a no-grad
   forward in the training precision and layout (as TRL does), instead of trusting the sampler's
   log-probs, which differ by KV-cache/padding numerics (and by engine, with vLLM). The gap between
-  the two is reported as `logprob_gap`.
+  the two is reported as `logprob_gap`. `grpo.old_logprobs = "behaviour"` uses the sampler's
+  log-probs instead (PPO proper for stale rollouts; the clip then also bounds the sampler mismatch,
+  a simpler stand-in for TRL's truncated importance-sampling correction under vLLM).
 - Positions: we pass position_ids from the attention mask, so left-padded prompts get the same
   rotary positions as during generation (TRL 1.16 leaves them implicit).
 """
@@ -143,7 +145,10 @@ class Updater:
         prep = _Prepared(batches, tensors, info, n_tokens=int(sum(int(t[3].sum()) for t in tensors)))
         if rows:
             self.model.train()
-            prep.old = self._old_logprobs(tensors) if self.spec.grpo.num_iterations > 1 else None
+            if self.spec.grpo.old_logprobs == "behaviour":
+                prep.old = [self._behaviour_logprobs(b, t[2]) for b, t in zip(batches, tensors, strict=True)]
+            elif self.spec.grpo.num_iterations > 1:
+                prep.old = self._old_logprobs(tensors)
             prep.ref = self._ref_logprobs(tensors) if self.spec.grpo.beta != 0.0 else None
         return prep
 
@@ -205,6 +210,15 @@ class Updater:
         (out.loss * scale).backward()
         out.loss = out.loss.detach() * scale
         return out, gap
+
+    @staticmethod
+    def _behaviour_logprobs(batch: list[_Row], comp: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(comp.shape, dtype=torch.float32)
+        for i, r in enumerate(batch):
+            if len(r.behaviour) != len(r.completion_ids):
+                raise EvolveError("old_logprobs = 'behaviour' needs the sampler's log-probs on every rollout")
+            out[i, :len(r.behaviour)] = torch.tensor(r.behaviour, dtype=torch.float32)
+        return out
 
     @torch.no_grad()
     def _old_logprobs(self, tensors):

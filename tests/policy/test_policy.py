@@ -174,3 +174,20 @@ def test_lora_kl_reference_is_the_adapter_disabled(random_model_dir):
     with torch.no_grad():
         plain = AutoModelForCausalLM.from_pretrained(random_model_dir)(input_ids=ids).logits
     assert torch.allclose(base_logits, plain, atol=1e-6)
+
+
+def test_behaviour_logprobs_as_old_policy(random_model_dir):
+    """'behaviour' takes pi_old from the rollouts: stale log-probs make ratios leave the clip range."""
+    samples = None
+    for mode, want_clip in (("auto", False), ("behaviour", True)):
+        policy = load_policy(_spec(random_model_dir, grpo={"old_logprobs": mode}))
+        samples = samples or policy.generate(PROMPTS, n=4, seed=0)
+        groups = _rollouts(samples, [[1, 0, 0, 1], [0, 1, 0, 0], [1, 1, 0, 0]])
+        for g in groups:  # pretend an older policy sampled them: ratio exp(+0.5) for every token
+            for r in g:
+                r.logprobs = [lp - 0.5 for lp in r.logprobs]
+        stats = policy.update(groups)
+        assert (stats.clip_fraction > 0.2) == want_clip, (mode, stats.clip_fraction)
+    groups[0][0].logprobs = []
+    with pytest.raises(EvolveError, match="behaviour"):
+        policy.update(groups)
