@@ -74,10 +74,8 @@ def verify(
 ) -> int:
     """Verify samples in the sandbox. The final line is `N passed, M failed`."""
     from evolve.errors import ConfigError
-    from evolve.util.atomic import atomic_write_text
     from evolve.verification import Verifier, load_samples
     from evolve.verification.selfcheck import self_check as run_self_check
-    from evolve.verification.types import VerifyResult
 
     if isolation not in ("auto", "bwrap", "seccomp", "rlimits"):
         raise ConfigError(f"--isolation must be auto, bwrap, seccomp or rlimits, not {isolation!r}")
@@ -94,7 +92,24 @@ def verify(
         return 1 if report.gold_failures or errors else 0
     if samples is None:
         raise ConfigError("give --samples FILE (or --self-check)")
-    sample_list = load_samples(samples, errors=errors)
+    pairs, kept, results = _pair(load_samples(samples, errors=errors), task_list, samples, errors)
+    for e in errors:
+        typer.echo(f"error: {e}", err=True)
+    with Verifier(pipe, jobs=jobs, isolation=isolation, hide=hide) as v:
+        results += list(zip(kept, v.verify_batch(pairs), strict=True))
+        if v.isolation != "bwrap+seccomp":
+            typer.echo(f"warning: sandbox isolation is '{v.isolation}' (weaker; see docs/sandbox.md)", err=True)
+    n_pass = _report(sorted(results, key=lambda sr: sr[0].line), as_json, out)
+    n_fail = len(results) - n_pass + sum(1 for e in errors if "unknown task_id" not in e)
+    sys.stdout.flush()
+    typer.echo(f"{n_pass} passed, {n_fail} failed")
+    return 1 if n_fail else 0
+
+
+def _pair(sample_list, task_list, samples: Path, errors: list[str]):
+    """(task, completion) pairs to verify, their samples, and results for samples with no task."""
+    from evolve.verification.types import VerifyResult
+
     by_id = {t.task_id: t for t in task_list}
     pairs, kept, results = [], [], []
     for s in sample_list:
@@ -105,13 +120,13 @@ def verify(
             continue
         pairs.append((task, s.completion))
         kept.append(s)
-    for e in errors:
-        typer.echo(f"error: {e}", err=True)
-    with Verifier(pipe, jobs=jobs, isolation=isolation, hide=hide) as v:
-        if v.isolation != "bwrap+seccomp":
-            typer.echo(f"warning: sandbox isolation is '{v.isolation}' (weaker; see docs/sandbox.md)", err=True)
-        results += list(zip(kept, v.verify_batch(pairs), strict=True))
-    results.sort(key=lambda sr: sr[0].line)
+    return pairs, kept, results
+
+
+def _report(results, as_json: bool, out: Path | None) -> int:
+    """Print failures (or every result as JSON), write --out; returns the number passed."""
+    from evolve.util.atomic import atomic_write_text
+
     rows = []
     for s, r in results:
         row = {"sample_line": s.line, **r.to_dict()}
@@ -124,11 +139,7 @@ def verify(
             typer.echo(f"FAIL {r.task_id} (line {s.line}){head} {r.trace[:300]}{weak}")
     if out is not None:
         atomic_write_text(out, "".join(json.dumps(row) + "\n" for row in rows))
-    n_pass = sum(r.passed for _, r in results)
-    n_fail = len(results) - n_pass + sum(1 for e in errors if "unknown task_id" not in e)
-    sys.stdout.flush()
-    typer.echo(f"{n_pass} passed, {n_fail} failed")
-    return 1 if n_fail else 0
+    return sum(r.passed for _, r in results)
 
 
 def register(app: typer.Typer) -> None:
