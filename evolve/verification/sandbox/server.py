@@ -313,7 +313,10 @@ class _Server:
             if self.prepared and len(self.running) < self.jobs_max:
                 continue
             self._wait()
-            self._check_running()
+            finished = self._check_running()
+            self._release()  # the next job starts before this one's bookkeeping
+            for r in finished:
+                self._complete(r)
             _reap_orphans(self.running, self.prepared)
         # Input closed and all jobs done: report CPU used by the server and by its jobs, then exit.
         me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -371,6 +374,8 @@ class _Server:
                 del self.by_fd[fd]  # at EOF: stop selecting on it, or select spins until the exit is reaped
 
     def _check_running(self):
+        """Enforce deadlines and caps; returns the jobs that ended (taken out of ``running``)."""
+        finished = []
         now = time.monotonic()
         for pid, r in list(self.running.items()):
             if r.status is None:
@@ -389,7 +394,9 @@ class _Server:
                     r.flags.append(name)
                     _kill_group(pid)
             if r.status is not None:
-                self._complete(r)
+                del self.running[pid]
+                finished.append(r)
+        return finished
 
     def _complete(self, r):
         import shutil
@@ -404,7 +411,6 @@ class _Server:
         if r.pidfd >= 0:
             del self.pidfds[r.pidfd]
             os.close(r.pidfd)
-        del self.running[r.pid]
         _finish(r, self.send)
         work = f"{self.cfg['tmp']}/job-{r.pid}"
         try:
