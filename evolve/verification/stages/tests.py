@@ -75,7 +75,10 @@ class TestStage:
         return StageResult(self.name, score, False, trace, first.error_type, failures)
 
     def _failure(self, out: Outcome, test: TestCase, entry: str, ctx: StageContext) -> TestFailure | None:
-        call, reply = call_repr(entry, test.inputs), ctx.reply
+        reply = ctx.reply
+        if out.status == "ok" and reply.load_error is None and judge(test, out.value, ctx.pipeline.strict_types) is None:
+            return None  # the common case: no repr of the call needed
+        call = call_repr(entry, test.inputs)
         if reply.load_error is not None:
             name, msg, line = reply.load_error
             return TestFailure(self.name, name, f"{name}: {clip(str(msg), 200)} while loading (line {line})", call)
