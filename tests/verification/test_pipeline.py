@@ -118,3 +118,14 @@ def test_lint_and_perf_stages(tmp_path):
         r = v.verify(TASK, slow)
         perf = [s for s in r.stages if s.name == "perf"][0]
         assert not perf.passed and perf.error_class == "TooSlow"
+
+
+def test_big_ints_nan_and_containers_round_trip(verifier):
+    t = Task("big", "def big(n):\n", "big", hidden_tests=(TestCase((3000,), 7**3000 - 1),))
+    assert verifier.verify(t, "    return 7 ** n - 1\n").passed
+    assert not verifier.verify(t, "    return 7 ** n\n").passed
+    huge = Task("huge", "def huge():\n", "huge", hidden_tests=(TestCase((), 3**20000),))
+    r = verifier.verify(huge, "    return 3 ** 20000 + 1\n")
+    assert not r.passed and "too large to print" in r.trace
+    odd = Task("odd", "def odd():\n", "odd", hidden_tests=(TestCase((), [frozenset({1}), {2: (3.5, None)}, b"x"]),))
+    assert verifier.verify(odd, "    return [frozenset({1}), {2: (3.5, None)}, b'x']\n").passed

@@ -13,6 +13,8 @@ import time  # noqa: F401
 
 _NAN = "\x00nan"
 _FROZEN = "\x00frozenset"
+_BIGINT = "\x00int"  # ints past 10**1000 travel in hex: decimal str() of them is capped (4300 digits)
+_BIG = 10**1000
 _MAX_DEPTH = 64
 
 
@@ -26,13 +28,15 @@ def _make_encoder():
     _type, _repr, _len = type, repr, len
     _name = type.__dict__["__name__"].__get__
     _scalars = (int, bool, str, bytes, type(None), complex)
-    _float, _list, _tuple, _dict, _set, _fset = float, list, tuple, dict, set, frozenset
+    _float, _list, _tuple, _dict, _set, _fset, _int, _hex = float, list, tuple, dict, set, frozenset, int, hex
     _join = ",".join
 
     def enc(x, depth=0):
         t = _type(x)  # exact type first: subclasses never reach __iter__/__eq__/__repr__ overrides
         if depth > _MAX_DEPTH:
             raise NonPlain(f"nesting deeper than {_MAX_DEPTH}")
+        if t is _int and (x > _BIG or x < -_BIG):
+            return "(" + _repr(_BIGINT) + "," + _repr(_hex(x)) + ")"
         if t in _scalars:
             return _repr(x)
         if t is _float:
@@ -69,6 +73,8 @@ def _fix(x):
     if t is tuple:
         if len(x) == 2 and x[0] == _FROZEN and type(x[1]) is list:
             return frozenset(_fix(e) for e in x[1])
+        if len(x) == 2 and x[0] == _BIGINT and type(x[1]) is str:
+            return int(x[1], 16)
         return tuple(_fix(e) for e in x)
     if t is dict:
         return {_fix(k): _fix(v) for k, v in x.items()}

@@ -44,7 +44,10 @@ class Stage(Protocol):
 
 
 def short(value: object, limit: int = MAX_REPR) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int past the interpreter's 4300-digit str() limit, possibly nested
+        text = f"<{type(value).__name__} too large to print>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
