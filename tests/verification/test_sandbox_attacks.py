@@ -229,6 +229,8 @@ def test_walking_into_harness_frames_is_flagged(verifier, add_task):
     _attack(verifier, add_task, body, "hack: introspection")
     body = "import gc\ndef add(a, b):\n    gc.get_objects()\n    return a + b\n"
     _attack(verifier, add_task, body, "hack: introspection")
+    body = "import sys\nsys.settrace(lambda *a: None)\ndef add(a, b):\n    return a + b\n"
+    _attack(verifier, add_task, body, "hack: introspection")
 
 
 def test_own_frames_and_namedtuples_are_fine(verifier, add_task):

@@ -18,7 +18,9 @@ _SPAWN_EVENTS = ("os.system", "subprocess.Popen", "os.exec", "os.posix_spawn", "
                  "os.forkpty", "pty.spawn")
 _NET_EVENTS = ("socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo",
                "socket.gethostbyname", "socket.sendto")
-_INTROSPECTION = ("gc.get_objects", "gc.get_referrers", "gc.get_referents")
+# Ways to reach the harness's frames (and its nonce) that CPython audits. Not all are: see docs.
+_INTROSPECTION = ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.settrace", "sys.setprofile",
+                  "sys._current_frames")
 
 
 def _exc_info(e, tb, _type=type, _str=str, _name=type.__dict__["__name__"].__get__):
@@ -90,7 +92,7 @@ def _make_hook(flag, hide):
     str_t, int_t, o_write = str, int, os.O_WRONLY | os.O_RDWR | os.O_CREAT
     refused = {**{e: ("hack: spawn-process", "no processes") for e in _SPAWN_EVENTS},
                **{e: ("hack: network", "no network") for e in _NET_EVENTS},
-               **{e: ("hack: introspection", "no gc introspection") for e in _INTROSPECTION},
+               **{e: ("hack: introspection", "no introspection of the harness") for e in _INTROSPECTION},
                "ctypes.dlopen": ("hack: ctypes", "no ctypes")}
 
     def hook(event, args):
