@@ -255,3 +255,17 @@ def test_many_jobs_in_one_batch_keep_order(verifier, add_task):
     bodies = [GOOD if i % 3 else "def add(a, b):\n    return a - b\n" for i in range(60)]
     rs = verifier.verify_batch([(add_task, b) for b in bodies])
     assert [r.passed for r in rs] == [bool(i % 3) for i in range(60)]
+
+
+def test_falls_back_with_a_warning_when_bubblewrap_is_missing(monkeypatch, add_task):
+    from evolve.verification import Verifier
+    from evolve.verification.sandbox import client
+
+    monkeypatch.setattr(client.shutil, "which", lambda name: None)  # as on a machine without bwrap
+    monkeypatch.setattr(client, "_warned", set())
+    with pytest.warns(RuntimeWarning, match="weaker isolation 'seccomp'"):
+        with Verifier(None, jobs=1) as v:
+            assert v.isolation == "seccomp"
+            assert v.verify(add_task, GOOD).passed
+            r = v.verify(add_task, "import socket\ndef add(a, b):\n    return socket.socket()\n")
+            assert "hack: network" in r.hack_flags
