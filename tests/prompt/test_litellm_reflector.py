@@ -3,6 +3,7 @@
 import json
 import random
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -36,6 +37,9 @@ class FakeOpenAI:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append({"path": self.path, "body": body})
                 step = outer.script.pop(0) if outer.script else ('{"new_instruction": "default"}', "stop")
+                if step[0] == "sleep":  # a hung server: the client's timeout must fire
+                    time.sleep(step[1])
+                    return
                 if step[0] == "error":
                     data, status = json.dumps({"error": {"message": "overloaded", "type": "server_error"}}), step[1]
                 else:
@@ -74,9 +78,9 @@ def fresh(server):
 
 
 def config(url, **kw):
-    kw = {"proposals_per_step": 1, **kw}
+    kw = {"proposals_per_step": 1, "timeout_s": 10, **kw}
     return PromptEvolutionConfig(reflection_lm="openai/local-reflector", api_base=url, retries=2, backoff_s=0.0,
-                                 timeout_s=10, components=("system",), **kw)
+                                 components=("system",), **kw)
 
 
 def dataset(cfg):
@@ -120,6 +124,15 @@ def test_errors_are_retried_then_succeed(fresh):
     drafts = make_reflector(cfg, MemoryRecorder()).reflect(SEED, dataset(cfg), random.Random(0), 1)
     assert drafts[0].components == {"system": "Third time."}
     assert len(fresh.requests) == 3
+
+
+def test_timeouts_are_retried(fresh):
+    fresh.script[:] = [("sleep", 2.5), ('{"new_instruction": "After a timeout."}', "stop")]
+    cfg = config(fresh.url, timeout_s=1.0)
+    t0 = time.perf_counter()
+    drafts = make_reflector(cfg, MemoryRecorder()).reflect(SEED, dataset(cfg), random.Random(0), 1)
+    assert drafts[0].components == {"system": "After a timeout."}
+    assert len(fresh.requests) == 2 and time.perf_counter() - t0 < 10
 
 
 def test_persistent_errors_become_a_recorded_failed_proposal_and_the_run_goes_on(fresh):
