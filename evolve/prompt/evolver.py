@@ -115,7 +115,8 @@ class PromptEvolver:
         dataset = build_reflective_dataset(rollouts, self.config, rng)
         if dataset.n_failures == 0 and self.config.max_demos <= 0:
             return out  # nothing to reflect on
-        avoid = frozenset(e.id for e in self.entries) | frozenset(self.pending)
+        # 16-hex-digit id prefixes: enough to tell candidates apart, and keeps recorded requests small.
+        avoid = frozenset(e.id[:16] for e in self.entries) | frozenset(k[:16] for k in self.pending)
         drafts = self.reflector.reflect(parent, dataset, rng, self.config.proposals_per_step, avoid=avoid,
                                         rejected=dict(sorted(self.rejected.items())))
         for d in drafts:

@@ -34,7 +34,7 @@ class Reflector(Protocol):
 
     def reflect(self, parent: Candidate, dataset: ReflectiveDataset, rng: random.Random, n: int,
                 avoid: frozenset[str] = frozenset(), rejected: dict[str, int] | None = None) -> list[Draft]:
-        """``avoid``: candidate ids already evaluated; a reflector should not propose them again.
+        """``avoid``: ids (16-hex-digit prefixes) of candidates already in the pool; do not propose them again.
         ``rejected``: lesson lines whose addition the gate rejected, with counts (a reflector may down-weight them).
         """
         ...

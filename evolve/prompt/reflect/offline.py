@@ -88,7 +88,7 @@ class OfflineReflector:
         # Each rejection of a lesson halves its retrieval score: measured evidence beats tag overlap.
         retrieved = self.library.retrieve(feats, rng, exclude=set(current), k=8,
                                           weight={t: 0.5 ** c for t, c in rejected.items()})
-        seen = set(avoid) | {parent.id}
+        seen = set(avoid) | {parent.id[:16]}
         out: list[dict] = []
         tried: set[str] = set()
         for _ in range(6 * n):
@@ -106,9 +106,9 @@ class OfflineReflector:
                 continue
             comps, why = edit
             cand = Candidate(comps)
-            if cand.id in seen:
+            if cand.id[:16] in seen:
                 continue
-            seen.add(cand.id)
+            seen.add(cand.id[:16])
             out.append({"components": comps, "kind": op, "rationale": f"failures: {summary}; {why}"})
         return out
 
