@@ -94,7 +94,7 @@ def pack(cfg: BootstrapConfig, tokenizer, n_windows: int):
                 if next_w >= n_windows:
                     open_w.pop(0)  # the oldest open window stays partly padded
                     if not open_w:
-                        break
+                        break  # every window is closed: the while condition ends the packing
                     continue
                 w, next_w = next_w, next_w + 1
                 open_w.append(w)
@@ -106,8 +106,5 @@ def pack(cfg: BootstrapConfig, tokenizer, n_windows: int):
             pos[w, f:f + n] = torch.arange(n)
             fill[w] = f + n
             if fill[w] > cfg.seq_len - 40:
-                open_w.remove(w)
-        else:
-            continue
-        break
+                open_w.remove(w)  # nearly full: no document fits any more
     return ids, labels, pos
