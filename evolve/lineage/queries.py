@@ -156,10 +156,14 @@ def weights_chain(store: LineageStore, wv: str) -> list[str]:
 def prompt_versions(store: LineageStore, run_id: int) -> list:
     from evolve.lineage.models import PromptVersion
 
-    g, pp = t.generation, t.prompt_parent
+    g, pp, link, call = t.generation, t.prompt_parent, t.prompt_lm_call, t.lm_call
     with store.engine.connect() as conn:
         frontier = set(conn.scalars(select(g.c.prompt_version).where(
             g.c.run_id == run_id, g.c.prompt_version.is_not(None))))
+        # proposals the run's reflection calls made, kept or not (the DAG shows what was tried)
+        frontier |= set(conn.scalars(
+            select(link.c.prompt_version).join(call, call.c.id == link.c.lm_call_id)
+            .join(g, g.c.id == call.c.generation_id).where(g.c.run_id == run_id)))
         seen: set[str] = set()
         while frontier:
             seen |= frontier

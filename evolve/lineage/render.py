@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import math
 
-_PREFERRED = ("heldout", "pass@1", "pass", "reward", "accuracy", "score")
+_PREFERRED = ("heldout.pass@1", "train_reward", "zero_variance_fraction", "pass@1", "pass", "reward",
+              "accuracy", "score")
+# Per-class counts and timings are detail for `show`, not key metrics for a one-line summary.
+_DETAIL = ("failure_classes", "attribution.classes", "timings", "routing.", "update.")
 
 
 def flat_metrics(metrics: dict, prefix: str = "") -> dict:
@@ -35,7 +38,7 @@ def pick_metrics(gens: list[dict], limit: int = 3) -> list[str]:
             continue
         seen.add(layout)
         for k, v in flat_metrics(g["metrics"]).items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and not any(d in k for d in _DETAIL):
                 keys.setdefault(k)
 
     def rank(k: str) -> tuple:
