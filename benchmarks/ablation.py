@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -36,8 +35,7 @@ def run_arm(db: Path, config: str, arm: str, seed: int, generations: int) -> tup
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "evolve", "run", "--config", config, "--mode", mode, "--reward", reward,
                     "--seed", str(seed), "--generations", str(generations), "--name", name,
-                    "--db", f"sqlite:///{db}"], cwd=REPO, check=True, stdout=subprocess.DEVNULL,
-                   env={**os.environ, "EVOLVE_RUNS_DIR": str(db.parent)})
+                    "--db", f"sqlite:///{db}"], cwd=REPO, check=True, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
     out = subprocess.run([sys.executable, "-m", "evolve", "lineage", name, "--json", "--db", f"sqlite:///{db}"],
                          cwd=REPO, check=True, capture_output=True, text=True)

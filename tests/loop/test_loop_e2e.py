@@ -21,7 +21,7 @@ CI_CONFIG = str(REPO / "configs" / "ci.toml")
 
 def evolve(*args: str, db: Path, check: bool = True, timeout: int = 600) -> subprocess.CompletedProcess:
     proc = subprocess.run([*EVOLVE, *args, "--db", f"sqlite:///{db}"], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "EVOLVE_RUNS_DIR": str(db.parent)})
+                          timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"evolve {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -103,7 +103,7 @@ def test_kill9_mid_generation_then_resume(tmp_path, tiny_model_dir):
     db = tmp_path / "lineage.db"
     proc = subprocess.Popen([*EVOLVE, "run", "--config", CI_CONFIG, "--name", "k", "--generations", "4",
                              "--db", f"sqlite:///{db}"], cwd=REPO, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env={**os.environ, "EVOLVE_RUNS_DIR": str(tmp_path)},
+                            stderr=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.time() + 400
     try:  # wait until generation 1 is committed and generation 2 is being written, then kill -9
