@@ -1,6 +1,19 @@
 """One generation of the loop, top to bottom: select, roll out, verify, update weights,
 reflect, evaluate proposals, accept, evaluate held-out. Committing is the caller's
 job (see ``evolve.loop.runner``), so replay can run the very same function.
+
+Departures from GEPA (Agrawal et al. 2025) and FST, on purpose:
+- GEPA samples the parent to mutate from the Pareto front each iteration. Here the
+  parent is the current best prompt, because its rollouts are also the ones the
+  weights train on: one set of rollouts feeds both levers.
+- Proposals are evaluated *after* the weight update, on the new weights, and the
+  parent is re-evaluated there with the same seed (common random numbers), so the
+  minibatch gate and the validation check compare like with like. Validation scores
+  of older pool members were measured on older weights and are not refreshed.
+- FST interleaves a GEPA round every T RL steps on separate rollouts; here every
+  generation reflects on the same rollouts, routed by group variance (see routing.py),
+  and the winning prompt's evaluation rollouts are on-policy for the next update,
+  so they are reused as training data.
 """
 
 from __future__ import annotations
