@@ -53,10 +53,16 @@ def status_line(index: int, m: dict, prompt, previous: float | None) -> str:
         f"train reward {m.get('train_reward', 0):.3f}",
         f"zero-var {m.get('zero_variance_fraction', 0):.2f}",
         f"held-out pass@1 {held:.3f}{delta}",
-        f"prompt {'changed' if m.get('prompt_changed') else 'kept'} ({m.get('accepted', 0)}/"
-        f"{m.get('proposals', 0)} passed the minibatch gate)",
     ]
-    if update:
+    levers = m.get("levers", {})
+    if levers.get("prompt", True):
+        parts.append(f"prompt {'changed' if m.get('prompt_changed') else 'kept'} ({m.get('accepted', 0)}/"
+                     f"{m.get('proposals', 0)} passed the minibatch gate)")
+    else:
+        parts.append("prompt frozen")
+    if not levers.get("weights", True):
+        parts.append("weights frozen")
+    elif update:
         parts.append(f"grad norm {update.get('grad_norm', 0):.3f}")
     parts.append(f"{m.get('timings', {}).get('total', 0):.1f}s")
     return " | ".join(parts)

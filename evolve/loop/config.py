@@ -24,7 +24,7 @@ class LoopConfig:
     reward: str = "verifier"
     """"verifier" = verified rewards; "random" = Bernoulli(0.5) rewards for every learning signal
     (the random-reward control). Held-out evaluation always uses the verifier."""
-    generations: int = 6
+    generations: int = 8
     """Generations to run after generation 0 (the initial state)."""
     seed: int = 0
     """Run seed; each generation's seeds derive from it and the generation index."""

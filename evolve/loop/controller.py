@@ -122,6 +122,7 @@ def run_generation(ctx: LoopContext, state: LoopState, index: int, seeds: Genera
     state.heldout_history.append(out.metrics["heldout"]["pass@1"])
     out.loop_state = state
     out.metrics.update(_train_metrics(train, routing, out, state))
+    out.metrics["levers"] = {"weights": ctx.learn_weights, "prompt": ctx.learn_prompt}
     out.timings = timer.spent
     return out
 
