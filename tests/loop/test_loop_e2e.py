@@ -70,9 +70,15 @@ def test_rollouts_and_reflection_calls_are_recorded(base_run):
 
 
 def test_replay_reproduces_prompt_and_weights(base_run):
+    con = sqlite3.connect(base_run)
+    hashes = dict(con.execute("select g.\"index\", w.weights_sha256 from generation g join weights_version w "
+                              "on w.id = g.weights_version").fetchall())
+    con.close()
+    assert hashes[2] != hashes[1] != hashes[0]  # the update really moved the weights: equality means something
     proc = evolve("replay", "t:2", "--json", db=base_run, check=False)
     report = json.loads(proc.stdout)
     assert report["prompt_equal"] and report["weights_equal"], report
+    assert report["replayed_weights"] == hashes[2]
     assert proc.returncode == 0
 
 
