@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from evolve.loop.config import GenerationSeeds
 from evolve.loop.controller import run_generation
-from evolve.loop.recording import StoreReplayRecorder
+from evolve.loop.recording import replay_recorder
 from evolve.loop.runner import build_session, session_from_generation
 from evolve.util.repro import seed_everything
 
@@ -43,7 +43,7 @@ def replay_generation(store, ref: str, say=lambda s: None) -> ReplayReport:
     gen = store.resolve_generation(ref)
     run_row = store.get_run(store.generation_name(gen).rsplit(":", 1)[0])
     recorded_weights = store.get_weights_version(gen.weights_version).weights_sha256
-    recorder = StoreReplayRecorder(store)
+    recorder = replay_recorder(store)
     if gen.parent_id is None:  # generation 0: rebuild the initial state from the run's config
         from evolve.loop.config import LoopConfig
 

@@ -117,7 +117,7 @@ def commit_outcome(session: Session, gid: int, out: Outcome, parent_weights: str
         prop = p["proposal"]
         store.put_prompt_version(
             prop.candidate.components, parents=list(prop.parents), proposed_by=prop.proposed_by,
-            lm_call_ids=[ids.get(i, i) for i in prop.lm_call_ids if ids.get(i, i) and ids.get(i, i) > 0],
+            lm_call_ids=[ids[i] for i in prop.lm_call_ids if i in ids],
             meta={**prop.meta, "generation": out.index, "accepted": p["accepted"],
                   "minibatch": p["minibatch"], "parent_minibatch": p["parent_minibatch"],
                   "val": p.get("val"), "parent_val": p.get("parent_val")})
