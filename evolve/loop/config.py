@@ -62,8 +62,11 @@ class LoopConfig:
     """Samples per validation task."""
     recurring_failure_min_groups: int = 2
     """A failure class seen in at least this many groups also goes to reflection."""
-    reuse_candidate_rollouts: bool = True
-    """Feed an accepted proposal's minibatch rollouts to the next weight update (they are on-policy there)."""
+    reuse_candidate_rollouts: str = "winner"
+    """Which candidate-evaluation rollouts feed the next weight update (all were sampled from the
+    updated weights, so they are on-policy there): "winner" = those of the prompt the next
+    generation rolls out with; "all" = every evaluated candidate's (each group is on-policy for
+    its own prompt); "none"."""
     max_rollouts: int | None = None
     """Stop once this many learning rollouts (train + candidate) were spent; None = no budget."""
     verifier_jobs: int = 2
@@ -117,6 +120,8 @@ class LoopConfig:
             bad(f"generations must be a non-negative integer, got {self.generations!r}")
         if any((not isinstance(k, int)) or k < 1 or k > self.heldout_samples for k in self.heldout_ks):
             bad(f"heldout_ks must be integers in 1..heldout_samples ({self.heldout_samples}), got {self.heldout_ks}")
+        if self.reuse_candidate_rollouts not in ("winner", "all", "none"):
+            bad(f"reuse_candidate_rollouts must be winner, all or none, got {self.reuse_candidate_rollouts!r}")
         if self.max_rollouts is not None and self.max_rollouts < 1:
             bad("max_rollouts must be positive")
 

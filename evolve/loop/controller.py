@@ -118,7 +118,9 @@ def run_generation(ctx: LoopContext, state: LoopState, index: int, seeds: Genera
 
     learning = [r for r in out.rollouts if r.purpose != "heldout"]
     state.rollouts_spent += len(learning)
-    state.carried = [rollout_to_dict(r) for r in reused] if cfg.reuse_candidate_rollouts else []
+    if cfg.reuse_candidate_rollouts == "all":
+        reused = [r for r in out.rollouts if r.purpose == "candidate"]
+    state.carried = [rollout_to_dict(r) for r in reused] if cfg.reuse_candidate_rollouts != "none" else []
     state.heldout_history.append(out.metrics["heldout"]["pass@1"])
     out.loop_state = state
     out.metrics.update(_train_metrics(train, routing, out, state))

@@ -47,10 +47,10 @@ def input_shape(input_repr: str) -> str:
 
 
 def group_by_task(rollouts: list[Rollout]) -> list[list[Rollout]]:
-    """Groups in first-seen task order; samples keep their order."""
-    groups: dict[str, list[Rollout]] = {}
+    """GRPO groups: same task under the same prompt version, in first-seen order."""
+    groups: dict[tuple[str, str], list[Rollout]] = {}
     for r in rollouts:
-        groups.setdefault(r.task_id, []).append(r)
+        groups.setdefault((r.task_id, r.prompt_version), []).append(r)
     return list(groups.values())
 
 

@@ -86,3 +86,10 @@ def test_generation_seeds_differ_by_index_but_heldout_seed_is_shared():
     assert a.sample != b.sample and a.reflect != b.reflect
     assert a.heldout == b.heldout  # common random numbers across generations
     assert GenerationSeeds.derive(1, 1).sample != a.sample
+
+
+def test_groups_never_mix_prompt_versions():
+    a, b = rollout("t", True, i=0), rollout("t", False, i=1)
+    b.prompt_version = "other"
+    groups = group_by_task([a, b, rollout("t", False, i=2)])
+    assert [[r.sample_index for r in g] for g in groups] == [[0, 2], [1]]
