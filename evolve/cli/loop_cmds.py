@@ -68,6 +68,19 @@ def status_line(index: int, m: dict, prompt, previous: float | None) -> str:
     return " | ".join(parts)
 
 
+def _announce_bootstrap(spec, say) -> None:
+    """The first run on a machine builds the embedded model: say so before minutes of silence."""
+    if spec.model != "tiny-coder":
+        return
+    from evolve.policy.tiny import BootstrapConfig
+    from evolve.policy.tiny.bootstrap import is_complete, model_dir
+
+    path = model_dir(BootstrapConfig.from_dict(dict(spec.bootstrap)))
+    if not is_complete(path):
+        say(f"building the embedded tiny-coder model into {path} first (once per machine; "
+            "`evolve bootstrap` does the same)")
+
+
 def _open_store(db: str | None):
     from evolve.lineage import LineageStore
 
@@ -110,6 +123,7 @@ def register(app: typer.Typer) -> None:
         if store.find_run(run_name) is not None:
             raise EvolveError(f"run {run_name!r} already exists; continue it with `evolve resume {run_name}`")
         with StatusPrinter(cfg.generations) as printer:
+            _announce_bootstrap(spec, printer.say)
             spec_dict = spec.model_dump(mode="json")
             session = build_session(store, run_name, cfg, spec_dict, components, None, None, BufferRecorder(),
                                     printer.say)
