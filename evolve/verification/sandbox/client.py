@@ -88,6 +88,10 @@ class ForkServer:
             cmd += ["--uid", "65534", "--gid", "65534"]
         interp = _interpreter()
         seccomp = _seccomp_path() or ""
+        # The private /tmp hides a venv that lives under /tmp (a CI clone, say): bind back,
+        # read-only, the seccomp module the server imports from there.
+        if seccomp and os.path.realpath(seccomp).startswith("/tmp/"):
+            cmd += ["--ro-bind", os.path.realpath(seccomp), os.path.realpath(seccomp)]
         for p in c.hide:
             rp = os.path.realpath(p)
             if not os.path.exists(rp) or interp.startswith(rp) or seccomp.startswith(rp) or rp == "/":
