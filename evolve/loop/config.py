@@ -60,6 +60,12 @@ class LoopConfig:
     """Validation tasks (train split, fixed) that a proposal passing the minibatch gate must win on."""
     val_samples: int = 4
     """Samples per validation task."""
+    promotion: str = "best_val"
+    """Which validated proposal becomes the prompt: "best_val" (GEPA: the best mean validation
+    score in the pool) or "noninferior" (one that passed the minibatch gate on the tasks it
+    targets and is no worse on validation than the parent, within ``noninferior_tolerance``)."""
+    noninferior_tolerance: float = 0.0
+    """Allowed drop of mean validation score under the "noninferior" rule."""
     recurring_failure_min_groups: int = 2
     """A failure class seen in at least this many groups also goes to reflection."""
     reuse_candidate_rollouts: str = "winner"
@@ -120,6 +126,8 @@ class LoopConfig:
             bad(f"generations must be a non-negative integer, got {self.generations!r}")
         if any((not isinstance(k, int)) or k < 1 or k > self.heldout_samples for k in self.heldout_ks):
             bad(f"heldout_ks must be integers in 1..heldout_samples ({self.heldout_samples}), got {self.heldout_ks}")
+        if self.promotion not in ("best_val", "noninferior"):
+            bad(f"promotion must be best_val or noninferior, got {self.promotion!r}")
         if self.reuse_candidate_rollouts not in ("winner", "all", "none"):
             bad(f"reuse_candidate_rollouts must be winner, all or none, got {self.reuse_candidate_rollouts!r}")
         if self.max_rollouts is not None and self.max_rollouts < 1:

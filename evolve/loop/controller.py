@@ -167,9 +167,14 @@ def _evaluate_proposals(ctx, parent: Candidate, proposals, routing, tasks, seeds
             if parent_val is None:
                 parent_val = evaluate(parent, ctx.val_tasks, cfg.val_samples, seeds.reflect + 1)
                 ctx.evolver.observe_val(parent, task_scores(parent_val), metric_calls=len(parent_val))
+                bar = float(np.mean(list(task_scores(parent_val).values()))) - cfg.noninferior_tolerance
                 on_policy[parent.id] = parent_mb + parent_val
             cand_val = evaluate(proposal.candidate, ctx.val_tasks, cfg.val_samples, seeds.reflect + 1)
             ctx.evolver.observe_val(proposal.candidate, task_scores(cand_val), metric_calls=len(cand_val))
+            val_mean = float(np.mean(list(task_scores(cand_val).values())))
+            if cfg.promotion == "noninferior" and val_mean >= bar:
+                ctx.evolver.promote(proposal.candidate)  # the best non-inferior proposal so far wins
+                bar = val_mean
             on_policy[proposal.candidate.id] = rolls + cand_val
             record.update(accepted=True, val=task_scores(cand_val), parent_val=task_scores(parent_val))
         out.proposals.append(record)

@@ -67,6 +67,7 @@ class PromptEvolver:
         self.lm_cost = 0.0
         self.failed: list[dict] = []  # failed reflections: {parent, error, lm_call_ids}
         self.history: list[dict] = []  # accept decisions
+        self.incumbent: str | None = None  # set by promote(); None = best mean validation score
         self.rejected: dict[str, int] = {}  # lesson line -> times a proposal adding it failed the gate
 
     # -- lookups -------------------------------------------------------------------------
@@ -198,8 +199,18 @@ class PromptEvolver:
             e = self.entries[i]
             e.val_scores = {**(e.val_scores or {}), **val_scores}
 
+    def promote(self, candidate: Candidate) -> None:
+        """Make a pool member the incumbent that :meth:`current` returns, whatever the validation
+        means say (a caller's acceptance rule, e.g. the loop's non-inferiority rule)."""
+        if self._index(candidate.id) is None:
+            raise EvolveError(f"prompt evolver: cannot promote {candidate.id[:12]}: not in the pool")
+        self.incumbent = candidate.id
+
     def current(self) -> Candidate:
-        """Best mean validation score (ties: the older candidate); the seed before any validation."""
+        """The promoted incumbent if any; else the best mean validation score (ties: the older
+        candidate); the seed before any validation."""
+        if self.incumbent is not None:
+            return Candidate(self.entries[self._index(self.incumbent)].components)
         best, best_score = 0, float("-inf")
         for i, e in enumerate(self.entries):
             if e.val_scores and mean(e.val_scores) > best_score:
@@ -216,6 +227,7 @@ class PromptEvolver:
                                                           [[a, b, list(c)] for a, b, c in self.merges_performed[1]]],
             "merges_due": self.merges_due, "metric_calls": self.metric_calls, "lm_cost": self.lm_cost,
             "failed": self.failed, "history": self.history, "rejected": self.rejected,
+            "incumbent": self.incumbent,
         }
 
     @classmethod
@@ -234,5 +246,6 @@ class PromptEvolver:
         ev.merges_due, ev.metric_calls, ev.lm_cost = d["merges_due"], d["metric_calls"], d["lm_cost"]
         ev.failed, ev.history = list(d["failed"]), list(d["history"])
         ev.rejected = dict(d.get("rejected", {}))
+        ev.incumbent = d.get("incumbent")
         return ev
 
