@@ -106,11 +106,11 @@ def _plot_prompt_lineage(plt, store, gens: list[dict], out: Path) -> Path:
     for g in gens:
         first_seen.setdefault(g["prompt_version"], g["index"])
     nodes = dict(first_seen)
-    edges = []
-    for pv in list(first_seen):
-        for parent in store.prompt_parents(pv):
-            edges.append((parent, pv))
-            nodes.setdefault(parent, max(0, first_seen[pv] - 1))
+    for pv in store.prompt_versions(gens[0]["name"].rsplit(":", 1)[0]):  # every proposal tried, too
+        nodes.setdefault(pv.id, int((pv.meta or {}).get("generation", 0)))
+    edges = [(parent, pv) for pv in nodes for parent in store.prompt_parents(pv)]
+    for parent, pv in edges:
+        nodes.setdefault(parent, max(0, nodes[pv] - 1))
     rows: dict[int, int] = defaultdict(int)
     pos = {}
     for pv, x in sorted(nodes.items(), key=lambda kv: kv[1]):
@@ -124,7 +124,8 @@ def _plot_prompt_lineage(plt, store, gens: list[dict], out: Path) -> Path:
         used = pv in first_seen
         ax.plot(x, y, "o", color="C1" if used else "lightgray", ms=10)
         ax.annotate(pv[:8], (x, y), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=7)
-    ax.set(xlabel="generation first used", yticks=[], title="prompt lineage (orange: used by a generation)")
+    ax.margins(y=0.25)
+    ax.set(xlabel="generation", yticks=[], title="prompt lineage (orange: used by a generation; gray: tried)")
     return _save(fig, out, "prompt_lineage.png")
 
 
