@@ -163,8 +163,12 @@ def print_diff(console, d: dict) -> None:
         console.print(f"prompt: {short(pv['a'], 12)} -> {short(pv['b'], 12)}")
         for text in d["prompt_diff"].values():
             console.out(text, end="", highlight=False)
-    t = Table("metric", "A", "B", "B - A", title="metrics")
+    from evolve.lineage.render import _DETAIL
+
+    t = Table("metric", "A", "B", "B - A", title="metrics (per-class detail and timings: --json)")
     for m in d["metrics"]:
+        if any(k in m["name"] for k in _DETAIL) and m["name"] != "heldout.failure_classes":
+            continue
         t.add_row(Text(m["name"]), Text(fmt(m["a"])), Text(fmt(m["b"])),
                   "" if m["delta"] is None else f"{m['delta']:+.4g}")
     if d["metrics"]:
