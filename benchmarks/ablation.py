@@ -101,12 +101,13 @@ def main() -> None:
               f"{statistics.mean(len(g) - 1 for g, _ in runs):>5.1f} "
               f"{statistics.mean(overhead(g, w) for g, w in runs):>8.1%}")
     print()
-    best_single = max(statistics.mean(finals[a]) for a in ("weights-only", "prompt-only") if a in finals)
+    singles = [statistics.mean(finals[a]) for a in ("weights-only", "prompt-only") if a in finals]
     print(f"initial_pass_at_1={statistics.mean(initial):.4f}")
     for arm in results:
         print(f"{arm.replace('-', '_')}_pass_at_1={statistics.mean(finals[arm]):.4f}")
+    if "coupled" in finals and len(singles) == 2:  # only meaningful against both single levers
+        print(f"coupled_minus_best_single_points={100 * (statistics.mean(finals['coupled']) - max(singles)):.2f}")
     if "coupled" in finals:
-        print(f"coupled_minus_best_single_points={100 * (statistics.mean(finals['coupled']) - best_single):.2f}")
         w_budget = [g[-1]["metrics"].get("rollouts_spent", 0) for g, _ in results.get("weights-only", [])]
         got = [r for r in reach["coupled"] if r is not None]
         if got and w_budget:
