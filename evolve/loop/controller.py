@@ -220,11 +220,12 @@ def _class_attribution(before: dict, mid: dict, after: dict) -> dict:
 
 
 def _train_metrics(train: list[Rollout], routing: Routing, out: Outcome, state: LoopState) -> dict:
+    summary = routing.summary()
     return {
         "train_reward": float(np.mean([r.reward for r in train])) if train else 0.0,
         "train_pass_rate": float(np.mean([r.passed for r in train])) if train else 0.0,
-        "routing": routing.summary(),
-        "zero_variance_fraction": routing.summary()["zero_variance_fraction"],
+        "routing": summary,
+        "zero_variance_fraction": summary["zero_variance_fraction"],
         "update": out.update_stats,
         "proposals": len(out.proposals),
         "accepted": sum(1 for p in out.proposals if p["accepted"]),

@@ -112,7 +112,7 @@ def commit_outcome(session: Session, gid: int, out: Outcome, parent_weights: str
                                        optimizer_artifact=policy_sha, stats=stats)
     else:
         wv = parent_weights
-    ids = session.recorder.flush(store, gid) if hasattr(session.recorder, "flush") else {}
+    ids = session.recorder.flush(store, gid)  # a live session always buffers; replay never commits
     for p in out.proposals:
         prop = p["proposal"]
         store.put_prompt_version(
