@@ -1,25 +1,28 @@
 """Parse and validate what the sandbox sent back. The parent trusts structure, never exit codes.
 
-Every result line must carry the job's nonce (the server drops and counts those that do not),
+Every result line must carry the job's nonce (the parent drops and counts those that do not),
 test results must come one per test, in order, and the ``END`` sentinel must come last: a job
 that stops without it exited before its tests finished (``hack: exit-before-tests``) unless it
-was killed for time, output or a crash, which are ordinary failures.
+was killed for time, output or a crash, which are ordinary failures. Values are tagged JSON
+(sandbox.codec) decoded under a length cap; anything malformed is that sample's failure, never
+an exception. Timings come from the server (the job's CPU time from wait4), never from the job.
 """
 
 from __future__ import annotations
 
-import ast
 import signal
 from dataclasses import dataclass, field
 
 from evolve.verification.sandbox.codec import decode
+
+_MAX_VALUE = 4 << 20  # longest encoded value accepted (the sandbox caps results per job below this)
 
 
 @dataclass
 class Outcome:
     """One test's result as the parent sees it."""
 
-    status: str  # "ok" (value is the plain result), "err" (error), "np" (non-plain), "missing"
+    status: str  # "ok" (value is the plain result), "err" (error), "np" (non-plain), "big", "missing"
     value: object = None
     error: tuple = ("", "", 0)  # (exception type, message, line) for "err"
 
@@ -29,31 +32,33 @@ class Reply:
     compile_error: str | None = None
     load_error: tuple | None = None  # the module raised while loading: (type, message, line)
     results: list[Outcome] = field(default_factory=list)
-    weak_ok: bool | None = None  # weak path: check() passed / failed / did not finish
+    weak_ok: bool | None = None  # record/replay jobs: check() passed / failed / did not finish
     weak_error: tuple | None = None
+    recorded: list[str] = field(default_factory=list)  # record jobs: each call's encoded arguments
     flags: list[str] = field(default_factory=list)
     job_error: str | None = None  # "Timeout", "OutputLimit", "Crash", ... when the job did not finish
     job_message: str = ""
-    time_s: float | None = None  # time spent in the tests (the perf stage)
+    time_s: float | None = None  # the job's CPU seconds, measured by the server (the perf stage)
     stdout: str = ""
 
 
 def _tuple3(text: str) -> tuple:
     try:
-        v = ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        v = decode(text, 8192)
+    except ValueError:
         return ("HarnessError", "unreadable error report", 0)
-    if isinstance(v, tuple) and len(v) == 3:
-        return (str(v[0])[:80], str(v[1])[:300], v[2] if isinstance(v[2], int) else 0)
+    if type(v) is tuple and len(v) == 3 and type(v[0]) is str and type(v[1]) is str and type(v[2]) is int:
+        return (v[0][:80], v[1][:300], v[2] if 0 <= v[2] < 10**7 else 0)
     return ("HarnessError", "unreadable error report", 0)
 
 
 def _job_error(raw: dict, reply: Reply) -> None:
+    flags = raw.get("flags") or ()
     if raw.get("server_died"):
-        reply.job_error, reply.job_message = "SandboxError", "the sandbox server died twice on this sample"
-    elif "OutputLimit" in raw.get("flags", ()):
+        reply.job_error, reply.job_message = "SandboxError", "the sandbox server died or hung twice on this sample"
+    elif "OutputLimit" in flags:
         reply.job_error, reply.job_message = "OutputLimit", f"printed over {raw.get('out_bytes', 0)} bytes"
-    elif "ResultLimit" in raw.get("flags", ()):
+    elif "ResultLimit" in flags:
         reply.job_error, reply.job_message = "OutputLimit", "results too large"
     elif raw.get("timeout") or raw.get("signal") in (signal.SIGXCPU, signal.SIGKILL):
         reply.job_error, reply.job_message = "Timeout", "time limit exceeded"
@@ -65,14 +70,34 @@ def _job_error(raw: dict, reply: Reply) -> None:
         reply.flags.append("hack: exit-before-tests")
 
 
+def _result_line(r: Reply, results: list, rest: str, expect: int) -> bool:
+    """One ``R i <status> ...`` line; False when it is out of order (forged)."""
+    idx, _, body = rest.partition(" ")
+    if not idx.isdigit() or int(idx) != expect or expect >= len(results):
+        return False
+    status, _, payload = body.partition(" ")
+    if status == "ok":
+        try:
+            results[expect] = Outcome("ok", decode(payload, _MAX_VALUE))
+        except ValueError:
+            results[expect] = Outcome("err", error=("HarnessError", "unreadable result", 0))
+    elif status == "np":
+        try:
+            name = str(decode(payload, 200))[:80]
+        except ValueError:
+            name = "?"
+        results[expect] = Outcome("np", error=("NonPlainReturn", name, 0))
+    elif status == "big":
+        results[expect] = Outcome("big", error=("ResultTooLarge", "the result is over the size limit", 0))
+    else:
+        results[expect] = Outcome("err", error=_tuple3(payload[4:] if payload.startswith("err ") else payload))
+    return True
+
+
 def parse_reply(raw: dict, n_tests: int) -> Reply:  # noqa: C901 - one branch per line kind
-    r = Reply(stdout=raw.get("out", "")[:500])
-    if raw.get("compile_error"):
-        r.compile_error = raw["compile_error"]
-        kind = r.compile_error.split(":", 1)[0]
-        r.load_error = (kind, "the program does not compile", 0)
-        r.results = [Outcome("missing")] * n_tests
-        return r
+    r = Reply(stdout=str(raw.get("out", ""))[:500])
+    cpu = raw.get("cpu_s")
+    r.time_s = float(cpu) if type(cpu) in (int, float) and 0 <= cpu < 1e6 else None
     results: list[Outcome | None] = [None] * n_tests
     ended, expect = False, 0
     for line in raw.get("lines", ()):
@@ -83,34 +108,24 @@ def parse_reply(raw: dict, n_tests: int) -> Reply:  # noqa: C901 - one branch pe
         if kind == "F":
             if rest.startswith("hack: ") and rest not in r.flags:
                 r.flags.append(rest[:60])
+        elif kind == "C":
+            name, msg, _ = _tuple3(rest[4:])
+            r.compile_error = f"{name}: {msg}"
+            r.load_error = (name, "the program does not compile", 0)
         elif kind == "L":
             if rest != "ok":
                 r.load_error = _tuple3(rest[4:]) if rest.startswith("err ") else ("HarnessError", rest[:80], 0)
         elif kind == "R":
-            idx, _, body = rest.partition(" ")
-            if not idx.isdigit() or int(idx) != expect or expect >= n_tests:
+            if not _result_line(r, results, rest, expect):
                 r.flags.append("hack: forged-result")
                 break
             expect += 1
-            status, _, payload = body.partition(" ")
-            if status == "ok":
-                try:
-                    results[int(idx)] = Outcome("ok", decode(payload))
-                except (ValueError, SyntaxError, MemoryError, RecursionError):
-                    results[int(idx)] = Outcome("err", error=("HarnessError", "unreadable result", 0))
-            elif status == "np":
-                results[int(idx)] = Outcome("np", error=("NonPlainReturn", payload.strip("'\"")[:80], 0))
-            else:
-                results[int(idx)] = Outcome("err", error=_tuple3(payload))
         elif kind == "W":
             r.weak_ok = rest == "ok"
             if rest.startswith("err "):
                 r.weak_error = _tuple3(rest[4:])
-        elif kind == "T":
-            try:
-                r.time_s = float(rest)
-            except ValueError:
-                pass
+        elif kind == "A":
+            r.recorded.append(rest)
         elif kind == "END":
             ended = True
         else:
@@ -118,11 +133,21 @@ def parse_reply(raw: dict, n_tests: int) -> Reply:  # noqa: C901 - one branch pe
             break
     if raw.get("forged"):
         r.flags.append("hack: forged-result")
-    for f in raw.get("flags", ()):
-        if f.startswith("hack: "):
+    for f in raw.get("flags") or ():
+        if isinstance(f, str) and f.startswith("hack: "):
             r.flags.append(f)
     if not ended:
         _job_error(raw, r)
     r.results = [o or Outcome("missing") for o in results]
     r.flags = list(dict.fromkeys(r.flags))
     return r
+
+
+def safe_parse_reply(raw: dict, n_tests: int) -> Reply:
+    """parse_reply, and a readable failure instead of any exception (a bad sample is data)."""
+    try:
+        return parse_reply(raw if isinstance(raw, dict) else {}, n_tests)
+    except Exception as e:  # noqa: BLE001 - never let one reply take down the batch
+        r = Reply(job_error="HarnessError", job_message=f"unreadable reply ({type(e).__name__})")
+        r.results = [Outcome("missing")] * n_tests
+        return r

@@ -6,54 +6,57 @@
 Each sample is one sandbox job: the program plus the inputs of its visible then hidden tests.
 The sandbox returns plain results; expected values never leave this process, and the stages
 compare here. HumanEval checks are rewritten into such tests where possible (evolve.verification.
-rewrite); the rest run in the sandbox on plain-converted results and are marked weak.
+rewrite). The rest are recorded and replayed: the task's own check() runs once against the
+canonical solution in a trusted job that reports the arguments of every call; each candidate is
+called on exactly those arguments; then the check runs again in a fresh job holding only the
+task's helpers, fed the candidate's plain results. No candidate code ever shares a process with
+a check, so it cannot redefine the check's helpers, patch its modules or read its frames.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evolve.verification.pipeline import Pipeline, load_pipeline
-from evolve.verification.reply import Reply, parse_reply
+from evolve.verification.reply import Reply, safe_parse_reply
 from evolve.verification.rewrite import rewrite_check
 from evolve.verification.sandbox.client import ForkServer, SandboxConfig
-from evolve.verification.sandbox.codec import NonPlain, encode_args
+from evolve.verification.sandbox.codec import decode, is_plain
 from evolve.verification.stages.base import StageContext, make_stage
-from evolve.verification.tasks import assemble_program, humaneval_path
+from evolve.verification.tasks import assemble_program, humaneval_path, prompt_helpers
 from evolve.verification.types import StageResult, Task, TestCase, VerifyResult
-
-WEAK_FLAG = "weak: in-sandbox-check"
 
 
 @dataclass
 class _Plan:
     visible: tuple[TestCase, ...]
     hidden: tuple[TestCase, ...]
-    calls: list[str]  # encoded argument tuples, visible then hidden: all the sandbox ever sees
-    check: str | None  # weak path: the task's own check source
-    weak_reason: str = ""
-    bad_input: str = ""  # a test whose inputs are not plain values (a task-file problem)
+    calls: list[tuple]  # argument tuples, visible then hidden: all the sandbox ever sees of the tests
+    check: str | None  # record/replay: the task's own check source (hidden calls come from recording it)
+    check_reason: str = ""  # why the check could not be rewritten (record/replay is then used)
+    bad_input: str = ""  # a task-file problem: the task's samples fail with this
+    helpers: str = ""  # record/replay: the prompt's imports and helper functions, from the task
+    recorded: list[str] = field(default_factory=list)  # record/replay: each call's encoded arguments
 
 
 def plan_task(task: Task) -> _Plan:
     """What to send into the sandbox for a task, and what stays in the parent."""
-    visible, hidden, check, weak = task.visible_tests, task.hidden_tests, None, ""
+    visible, hidden, check, reason = task.visible_tests, task.hidden_tests, None, ""
     if not hidden and task.check_code:
         rw = rewrite_check(task.check_code, task.entry_point)
         if rw.weak:
-            check, weak = task.check_code, rw.reason or "not rewritable"
+            check, reason = task.check_code, rw.reason or "not rewritable"
         else:
             hidden = rw.tests
-    calls, bad = [], ""
-    for t in visible + hidden:
-        try:
-            calls.append(encode_args(tuple(t.inputs)))
-        except NonPlain as e:
-            bad = f"test inputs are not plain values ({e})"
-            break
-    return _Plan(visible, hidden, calls, check, weak, bad)
+    bad = next((f"test inputs are not plain values: {t.inputs!r:.80}" for t in visible + hidden
+                if not is_plain(tuple(t.inputs))), "")
+    calls = [] if bad else [tuple(t.inputs) for t in visible + hidden]
+    helpers = prompt_helpers(task.prompt, task.entry_point) if check else ""
+    if check and not task.canonical_solution:
+        bad = f"the check cannot be rewritten ({reason}) and the task has no canonical solution to record it"
+    return _Plan(visible, hidden, calls, check, reason, bad, helpers)
 
 
 def _default_hide() -> tuple[str, ...]:
@@ -63,19 +66,38 @@ def _default_hide() -> tuple[str, ...]:
         return ()
 
 
+def _replay_results(reply: Reply) -> list[tuple]:
+    """The candidate's results as the replayed check sees them: plain values or what went wrong."""
+    out = []
+    for o in reply.results:
+        if o.status == "ok":
+            out.append(("ok", o.value))
+        elif o.status == "err":
+            out.append(("err", f"raised {o.error[0]}: {o.error[1]}"))
+        elif o.status == "np":
+            out.append(("err", f"returned a non-plain {o.error[1]} object"))
+        elif o.status == "big":
+            out.append(("err", "returned a result over the size limit"))
+        else:
+            out.append(("err", f"gave no result ({reply.job_error or 'missing'})"))
+    return out
+
+
 class Verifier:
     """Verify completions against tasks in a sandboxed fork-server; robust to many calls a minute.
 
     ``pipeline``: a Pipeline, a path to a pipeline TOML, or None (the built-in default).
-    ``jobs``: samples run at once. ``isolation``: "auto" | "bwrap" | "seccomp" | "rlimits".
-    ``hide``: extra paths (task files) masked inside the sandbox and flagged when opened.
+    ``jobs``: samples run at once. ``isolation``: "auto" (full isolation or refuse) | "bwrap" |
+    "seccomp" | "rlimits". ``allow_weak``: under "auto", fall back with a warning instead of refusing.
+    ``hide``: extra paths (task files) flagged when opened (they are outside the sandbox's view).
     """
 
     def __init__(self, pipeline: Pipeline | str | Path | None = None, jobs: int = 2, *, isolation: str = "auto",
-                 hide: tuple[str, ...] | list[str] = ()):
+                 hide: tuple[str, ...] | list[str] = (), allow_weak: bool = False):
         self.pipeline = pipeline if isinstance(pipeline, Pipeline) else load_pipeline(pipeline)
         hide_all = tuple(str(Path(p).resolve()) for p in hide) + _default_hide()
-        self.sandbox = ForkServer(SandboxConfig(jobs=max(1, int(jobs)), isolation=isolation, hide=hide_all))
+        self.sandbox = ForkServer(SandboxConfig(jobs=max(1, int(jobs)), isolation=isolation, hide=hide_all,
+                                                allow_weak=allow_weak))
         self._stages = {s.name: make_stage(s.name) for s in self.pipeline.stages}
         self._plans: dict[int, tuple[Task, _Plan]] = {}
         self._baselines: dict[int, float | None] = {}
@@ -105,6 +127,11 @@ class Verifier:
             self._plans[id(task)] = hit  # the task is kept alive, so its id is never reused
         return hit[1]
 
+    def _job(self, task: Task, program: str, calls: list, **extra) -> dict:
+        lim = self.pipeline.limits
+        return {"mode": "run", "src": program, "entry": task.entry_point, "calls": calls, "timeout": lim.timeout_s,
+                "cpu": lim.cpu_s, "mem_mb": lim.memory_mb, **extra}
+
     def verify(self, task: Task, completion: str) -> VerifyResult:
         return self.verify_batch([(task, completion)])[0]
 
@@ -112,39 +139,68 @@ class Verifier:
         """One VerifyResult per (task, completion), same order. Failed samples are results, not errors."""
         if not pairs:
             return []
+        self._ensure_recorded([t for t, _ in pairs])
         baselines = self._ensure_baselines([t for t, _ in pairs]) if "perf" in self._stages else {}
-        lim = self.pipeline.limits
         plans, programs, jobs = [], [], []
         for task, completion in pairs:
             p = self.plan(task)
             program = assemble_program(task, completion if isinstance(completion, str) else "")
             plans.append(p)
             programs.append(program)
-            jobs.append({"src": program, "entry": task.entry_point, "calls": [] if p.bad_input else p.calls,
-                         "check": p.check, "timeout": lim.timeout_s, "cpu": lim.cpu_s, "mem_mb": lim.memory_mb})
+            jobs.append(self._job(task, program, [] if p.bad_input else p.calls))
         raws = self.sandbox.run(jobs)
+        replies = [safe_parse_reply(raw, len(p.calls)) for raw, p in zip(raws, plans, strict=True)]
+        self._replay(pairs, plans, replies)
         out = []
-        for (task, completion), p, program, raw in zip(pairs, plans, programs, raws, strict=True):
+        for (task, completion), p, program, raw, reply in zip(pairs, plans, programs, raws, replies, strict=True):
             t0 = time.perf_counter()
-            reply = parse_reply(raw, len(p.calls))
             res = self._result(task, completion, program, p, reply, baselines.get(id(task)))
-            res.duration_s = float(raw.get("wall", 0.0)) + (time.perf_counter() - t0)
+            wall = raw.get("wall", 0.0) if isinstance(raw, dict) else 0.0
+            res.duration_s = float(wall if type(wall) is float else 0.0) + (time.perf_counter() - t0)
             out.append(res)
         return out
 
+    def _ensure_recorded(self, tasks: list[Task]) -> None:
+        """Record, once per task, the arguments its own check() passes to the canonical solution."""
+        todo = [t for t in {id(t): t for t in tasks}.values()
+                if (p := self.plan(t)).check and not p.bad_input and not p.recorded]
+        if not todo:
+            return
+        jobs = [self._job(t, assemble_program(t, t.canonical_solution), [], mode="record", check=t.check_code,
+                          helpers=self.plan(t).helpers) for t in todo]
+        for t, raw in zip(todo, self.sandbox.run(jobs), strict=True):
+            p, reply = self.plan(t), safe_parse_reply(raw, 0)
+            try:
+                calls = [decode(a, 1 << 22) for a in reply.recorded]
+            except ValueError:
+                calls = None
+            if not reply.weak_ok or not reply.recorded or calls is None or not all(type(c) is tuple for c in calls):
+                why = reply.weak_error or reply.load_error or (reply.job_error, reply.job_message, 0)
+                p.bad_input = f"the canonical solution does not pass the task's own check: {why[0]}: {why[1]}"[:300]
+                continue
+            p.calls, p.recorded = calls, list(reply.recorded)
+
+    def _replay(self, pairs, plans: list[_Plan], replies: list[Reply]) -> None:
+        """Run the recorded checks on the candidates' plain results (no candidate code in those jobs)."""
+        idx = [i for i, p in enumerate(plans) if p.check and not p.bad_input and replies[i].load_error is None
+               and not replies[i].flags]
+        if not idx:
+            return
+        jobs = [self._job(pairs[i][0], "", [], mode="replay", check=plans[i].check, helpers=plans[i].helpers,
+                          recorded=plans[i].recorded, results=_replay_results(replies[i])) for i in idx]
+        for i, raw in zip(idx, self.sandbox.run(jobs), strict=True):
+            check = safe_parse_reply(raw, 0)
+            replies[i].weak_ok = bool(check.weak_ok)
+            replies[i].weak_error = check.weak_error or (None if check.weak_ok else (
+                check.job_error or "CheckError", check.job_message or "the replayed check did not finish", 0))
+
     def _ensure_baselines(self, tasks: list[Task]) -> dict[int, float | None]:
         todo = [t for t in {id(t): t for t in tasks}.values()
-                if id(t) not in self._baselines and t.canonical_solution]
+                if id(t) not in self._baselines and t.canonical_solution and not self.plan(t).bad_input]
         if todo:
-            lim = self.pipeline.limits
-            jobs = []
-            for t in todo:
-                p = self.plan(t)
-                jobs.append({"src": assemble_program(t, t.canonical_solution), "entry": t.entry_point,
-                             "calls": p.calls, "check": p.check, "timeout": lim.timeout_s, "cpu": lim.cpu_s,
-                             "mem_mb": lim.memory_mb})
+            jobs = [self._job(t, assemble_program(t, t.canonical_solution), self.plan(t).calls) for t in todo]
             for t, raw in zip(todo, self.sandbox.run(jobs), strict=True):
-                self._baselines[id(t)] = parse_reply(raw, len(self.plan(t).calls)).time_s
+                self._baselines[id(t)] = safe_parse_reply(raw, len(self.plan(t).calls)).time_s
         return {id(t): self._baselines.get(id(t)) for t in tasks}
 
     def _result(self, task: Task, completion: str, program: str, plan: _Plan, reply: Reply,
@@ -152,8 +208,8 @@ class Verifier:
         pipe = self.pipeline
         if plan.bad_input:
             reply.load_error = ("BadTask", plan.bad_input, 0)
-        ctx = StageContext(task, completion, program, reply, pipe, plan.visible, plan.hidden, plan.weak_reason,
-                           baseline)
+        ctx = StageContext(task, completion, program, reply, pipe, plan.visible, plan.hidden,
+                           "replayed check" if plan.check else "", baseline)
         stages: list[StageResult] = []
         applied: list[tuple[float, StageResult]] = []
         stopped = False
@@ -186,7 +242,5 @@ class Verifier:
         if flags:
             reward, error_class = 0.0, "hack"
             trace = ", ".join(flags) + (f" | {trace}" if first else "")
-        if plan.weak_reason:
-            flags.append(WEAK_FLAG)
         return VerifyResult(task.task_id, round(reward, 6), passed, stages, trace[:1000],
-                            error_class if not passed else None, flags, bool(plan.weak_reason))
+                            error_class if not passed else None, flags, False)

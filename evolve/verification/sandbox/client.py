@@ -1,60 +1,132 @@
-"""The parent side of the fork-server: start it isolated, feed it jobs, restart it if it dies.
+"""The parent side of the fork-server: start it isolated, feed jobs straight to their own job
+processes, collect results with a deadline on every wait, restart the server if it dies or hangs.
 
-The server is a fresh ``python -I -S -B`` process started through an absolute interpreter path,
-never forked from the caller (which may have torch imported: forking 500 MB costs 24 ms a job).
+The server is a fresh interpreter started through an absolute path (never forked from the caller,
+which may have torch loaded). Each slot has three pipes made here: payload (parent -> job),
+results and output (job -> parent); the server only forks, times and reaps (see server.py), so
+no job's data is ever in the server's memory, hence never in another job's.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import marshal
 import os
-import shutil
+import select
+import signal
 import subprocess
-import sys
 import threading
+import time
 import warnings
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evolve.errors import EvolveError
+from evolve.verification.sandbox import view
+from evolve.verification.sandbox.seccomp import job_filter
 
 _HERE = Path(__file__).parent
 _BOOT = "import sys;exec(compile(sys.argv[1],'<evolve-harness>','exec'))"
+_KEEP_OUT = 2048  # bytes of a job's stdout/stderr kept for its trace
+_CTL_MAX = 1 << 16  # longest control line the server may send
+_warned: set[str] = set()
+
+
+class SandboxUnavailable(EvolveError):
+    """The requested isolation cannot be had here; the message says what is missing."""
 
 
 def server_source() -> str:
-    """codec + harness + server as one stdlib-only program (run with -I -S: no package imports)."""
+    """codec + harness + server as one stdlib-only program (no package imports inside)."""
     return "\n".join((_HERE / name).read_text() for name in ("codec.py", "harness.py", "server.py"))
-_warned: set[str] = set()
 
 
 @dataclass(frozen=True)
 class SandboxConfig:
     """How jobs are isolated. Defaults suit the gym: small pure functions, many a minute."""
 
-    jobs: int = 2  # concurrent forked jobs
-    isolation: str = "auto"  # "auto" (best available), "bwrap", "seccomp" (no namespaces), "rlimits"
+    jobs: int = 2  # concurrent jobs (as many more are forked ahead, clean, waiting for a payload)
+    isolation: str = "auto"  # "auto" (= bwrap+seccomp or refuse), "bwrap", "seccomp", "rlimits"
+    allow_weak: bool = False  # under "auto": fall back to a weaker level (with a warning) instead of refusing
     out_cap: int = 1 << 20  # bytes of stdout+stderr before the job is killed (first 2 KiB kept)
-    res_cap: int = 8 << 20  # bytes of structured results before the job is killed
+    res_cap: int = 2 << 20  # bytes of results per job (each value is also capped inside the job)
     fsize: int = 16 << 20  # RLIMIT_FSIZE: largest file a job may write in its tmp
-    tmp_size: int = 256 << 20  # size of the private tmpfs under bubblewrap
-    drop_uid: bool = True  # run jobs as uid 65534 (nobody) where we can
-    hide: tuple[str, ...] = ()  # paths masked in the sandbox and flagged when opened
-    hide_patterns: tuple[str, ...] = ("HumanEval.jsonl",)  # path substrings flagged when opened
+    tmp_size: int = 64 << 20  # size of each job's private tmpfs
+    drop_uid: bool = True  # fallback without namespaces, as root: run jobs as uid 65534 where possible
+    hide: tuple[str, ...] = ()  # paths flagged when opened (they are outside the view anyway)
+    hide_patterns: tuple[str, ...] = ("HumanEval.jsonl",)
+    grace_s: float = 5.0  # the parent's own deadline: a job's timeout plus this, then the server is restarted
     extra: dict = field(default_factory=dict, hash=False, compare=False)
 
 
-def _seccomp_path() -> str | None:
-    try:
-        import pyseccomp
-    except Exception:  # noqa: BLE001 - libseccomp missing: the weaker isolation is reported
-        return None
-    return pyseccomp.__file__
+class _Job:
+    __slots__ = ("index", "id", "nonce", "data", "deadline", "res", "out_head", "out_bytes", "flags", "killed")
+
+    def __init__(self, index, id_, nonce, data, deadline):
+        self.index, self.id, self.nonce, self.data, self.deadline = index, id_, nonce, data, deadline
+        self.res, self.out_head, self.out_bytes, self.flags, self.killed = bytearray(), bytearray(), 0, [], False
 
 
-def _interpreter() -> str:
-    # The real binary, not a venv shim: the venv folder may be masked inside the sandbox.
-    return os.path.realpath(sys.executable)
+class _Proc:
+    """One running server: its process, control pipes and the parent ends of its slot pipes."""
+
+    def __init__(self, popen, ctl_w, ctl_r, slots):
+        self.popen, self.ctl_w, self.ctl_r, self.slots = popen, ctl_w, ctl_r, slots
+        self.buf = b""
+        self.hello: dict = {}
+
+    def lines(self, timeout: float) -> list[dict] | None:
+        """Control messages available within ``timeout`` ([] if none), None at EOF or on garbage."""
+        r, _, _ = select.select([self.ctl_r], [], [], max(0.0, timeout))
+        if not r:
+            return []
+        chunk = os.read(self.ctl_r, 1 << 16)
+        if not chunk:
+            return None
+        *msgs, self.buf = (self.buf + chunk).split(b"\n")
+        if len(self.buf) > _CTL_MAX:
+            return None
+        out = []
+        for m in msgs:
+            try:
+                msg = json.loads(m)
+            except ValueError:
+                return None
+            if not isinstance(msg, dict):
+                return None
+            out.append(msg)
+        return out
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        self.close_fds()
+
+    def close_fds(self) -> None:
+        for fd in [self.ctl_w, self.ctl_r, *[f for s in self.slots for f in s]]:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.slots = []
+
+
+def _pipe(big: bool = False) -> tuple[int, int]:
+    r, w = os.pipe()
+    if big:
+        try:
+            fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 1 << 20)  # most payloads then go in one write
+        except OSError:
+            pass
+    return r, w
 
 
 class ForkServer:
@@ -63,130 +135,150 @@ class ForkServer:
     def __init__(self, config: SandboxConfig | None = None):
         self.config = config or SandboxConfig()
         self.isolation = "none"
-        self._proc: subprocess.Popen | None = None
-        self._pending: tuple[str, subprocess.Popen | None] | None = None  # launched, hello not read yet
+        self.missing = ""  # what a weaker level lacks, in words
+        self._proc: _Proc | None = None
+        self._pending: tuple[str, _Proc | None, str] | None = None  # launched, hello not read yet
         self._lock = threading.Lock()
         self._next_id = 0
         self.restarts = 0
         self.last_stats: dict | None = None  # {"server_cpu_s", "jobs_cpu_s"} of the last closed server
 
     # -- lifecycle ---------------------------------------------------------------------------------
-    def _server_cfg(self) -> dict:
-        c = self.config
-        hide = [p for p in c.hide if p] + list(c.hide_patterns)
-        return {"jobs": c.jobs, "out_cap": c.out_cap, "res_cap": c.res_cap, "fsize": c.fsize,
-                "drop_uid": c.drop_uid, "hide": hide, "seccomp": None}
-
-    def _bwrap_prefix(self) -> list[str]:
-        c = self.config
-        empty = Path(os.environ.get("TMPDIR", "/tmp")) / f"evolve-empty-{os.getuid()}"
-        if not empty.exists():
-            empty.write_bytes(b"")
-        cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/",
-               "--size", str(c.tmp_size), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
-        if c.drop_uid:
-            cmd += ["--uid", "65534", "--gid", "65534"]
-        interp = _interpreter()
-        seccomp = _seccomp_path() or ""
-        # The private /tmp hides a venv that lives under /tmp (a CI clone, say): bind back,
-        # read-only, the seccomp module the server imports from there.
-        if seccomp and os.path.realpath(seccomp).startswith("/tmp/"):
-            cmd += ["--ro-bind", os.path.realpath(seccomp), os.path.realpath(seccomp)]
-        for p in c.hide:
-            rp = os.path.realpath(p)
-            if not os.path.exists(rp) or interp.startswith(rp) or seccomp.startswith(rp) or rp == "/":
-                continue
-            cmd += ["--tmpfs", rp] if os.path.isdir(rp) else ["--ro-bind", str(empty), rp]
-        return cmd + ["--chdir", "/tmp", "--"]
-
-    def _launch(self, mode: str) -> subprocess.Popen | None:
-        cfg = self._server_cfg()
-        if mode in ("bwrap", "seccomp"):
-            cfg["seccomp"] = _seccomp_path()
-        prefix = self._bwrap_prefix() if mode == "bwrap" else []
-        cfg["in_bwrap"] = mode == "bwrap"
-        cmd = prefix + [_interpreter(), "-I", "-S", "-B", "-c", _BOOT, server_source(), json.dumps(cfg)]
-        try:
-            return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                    cwd="/", close_fds=True, start_new_session=True)
-        except OSError:
-            return None
-
-    def _hello(self, proc: subprocess.Popen | None, mode: str) -> bool:
-        """Read the server's first line; False (and the process killed) if it is not usable."""
-        if proc is None:
-            return False
-        try:
-            hello = json.loads(proc.stdout.readline())
-        except ValueError:
-            hello = {}
-        if hello.get("ready") and (mode == "rlimits" or hello.get("seccomp")):
-            return True
-        proc.kill()
-        proc.wait()
-        proc.stdout.close()
-        return False
-
     def _modes(self) -> list[str]:
         want = self.config.isolation
-        modes = ["bwrap", "seccomp", "rlimits"] if want == "auto" else [want]
-        if want == "auto" and not shutil.which("bwrap"):
-            modes.remove("bwrap")
-        return modes
+        if want == "auto":
+            return list(view.LEVELS)
+        if want not in view.MODE_OF:
+            raise SandboxUnavailable(f"unknown isolation {want!r}: use auto, bwrap, seccomp or rlimits")
+        return [view.MODE_OF[want]]
+
+    def _launch(self, mode: str) -> tuple[_Proc | None, str]:
+        """Start a server at ``mode``; (None, why) when that level is not possible here."""
+        c = self.config
+        bpf = None
+        if mode != "rlimits":
+            bpf, why = job_filter()
+            if bpf is None:
+                return None, why
+        if mode == "bwrap+seccomp" and not view.have_bwrap():
+            return None, "bubblewrap (bwrap) is not installed"
+        n_slots = 2 * c.jobs
+        slots_child, slots_parent = [], []
+        for _ in range(n_slots):
+            (pr, pw), (rr, rw), (orr, ow) = _pipe(big=True), _pipe(), _pipe()
+            slots_child.append((pr, rw, ow))
+            slots_parent.append((pw, rr, orr))
+        (cr, cw), (sr, sw) = _pipe(), _pipe()  # parent -> server control, server -> parent control
+        cfg = {"slots": slots_child, "ctl_r": cr, "ctl_w": sw, "bpf": bpf.hex() if bpf else None, "ns": True,
+               "ro_root": mode != "bwrap+seccomp", "in_bwrap": mode == "bwrap+seccomp", "tmp_size": c.tmp_size,
+               "fsize": c.fsize, "drop_uid": c.drop_uid, "hide": [p for p in c.hide if p] + list(c.hide_patterns)}
+        prefix = view.bwrap_command(c.tmp_size) if mode == "bwrap+seccomp" else []
+        cmd = prefix + [view.interpreter(), "-s", "-S", "-B", "-P", "-c", _BOOT, server_source(), json.dumps(cfg)]
+        passed = [fd for s in slots_child for fd in s] + [cr, sw]
+        try:
+            popen = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, cwd="/", close_fds=True, pass_fds=passed,
+                                     start_new_session=True, env={"PYTHONHASHSEED": "0"})
+        except OSError as e:
+            popen, err = None, e
+        for fd in passed:
+            os.close(fd)
+        proc = _Proc(popen, cw, sr, slots_parent)
+        if popen is None:
+            proc.close_fds()
+            return None, f"cannot start the sandbox server ({err})"
+        for pw, rr, orr in slots_parent:
+            for fd in (pw, rr, orr):
+                os.set_blocking(fd, False)
+        return proc, ""
+
+    def _hello(self, proc: _Proc, mode: str) -> str:
+        """'' when the server is up at ``mode``; else why not (and the process is gone)."""
+        deadline = time.monotonic() + 60
+        msgs: list[dict] | None = []
+        while msgs == [] and time.monotonic() < deadline:
+            msgs = proc.lines(deadline - time.monotonic())
+        hello = msgs[0] if msgs else {}
+        why = ""
+        if not hello.get("ready"):
+            err = b""
+            if proc.popen.poll() is not None:
+                err = proc.popen.stderr.read(2000) if proc.popen.stderr else b""
+            first = err.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no answer"]
+            why = f"the sandbox server did not start ({first[0][:160]})"
+        elif mode != "rlimits" and not hello.get("seccomp"):
+            why = "the seccomp filter could not be installed"
+        elif mode == "bwrap+seccomp" and not hello.get("ns"):
+            why = "per-job namespaces are unavailable inside bubblewrap"
+        if why:
+            proc.kill()
+        else:
+            proc.hello = hello
+            if proc.popen.stderr:
+                proc.popen.stderr.close()
+        return why
 
     def start(self) -> None:
         """Launch the server without waiting for it: the caller can plan its jobs meanwhile."""
         if self._proc is None and self._pending is None:
             mode = self._modes()[0]
-            self._pending = (mode, self._launch(mode))
+            proc, why = self._launch(mode)
+            self._pending = (mode, proc, why)
 
     def ready(self) -> None:
-        """Wait for a usable server, falling back to weaker isolation levels under "auto"."""
+        """Wait for a usable server. Under "auto" only full isolation is accepted unless
+        ``allow_weak`` is set; a refusal names what is missing, in one line."""
         if self._proc is not None:
             return
         self.start()
-        first_mode, first_proc = self._pending
+        first_mode, first_proc, first_why = self._pending
         self._pending = None
-        want = self.config.isolation
+        missing: list[str] = []
         for mode in self._modes():
-            proc = first_proc if mode == first_mode else self._launch(mode)
-            if not self._hello(proc, mode):
+            proc, why = (first_proc, first_why) if mode == first_mode else self._launch(mode)
+            if proc is not None:
+                why = self._hello(proc, mode)
+            if why:
+                missing.append(f"{mode}: {why}")
+                if self.config.isolation == "auto" and not self.config.allow_weak:
+                    break
                 continue
-            self._proc = proc
-            self.isolation = {"bwrap": "bwrap+seccomp", "seccomp": "seccomp", "rlimits": "rlimits"}[mode]
-            if want == "auto" and self.isolation != "bwrap+seccomp" and self.isolation not in _warned:
+            self._proc, self.isolation = proc, mode
+            self.missing = "; ".join(missing)
+            if missing and self.isolation not in _warned:
                 _warned.add(self.isolation)
-                warnings.warn(f"evolve sandbox: bubblewrap unavailable, using weaker isolation "
-                              f"'{self.isolation}' (see docs/sandbox.md)", RuntimeWarning, stacklevel=3)
+                warnings.warn(f"evolve sandbox: running at weaker isolation '{mode}' because {self.missing} "
+                              f"(see docs/sandbox.md)", RuntimeWarning, stacklevel=3)
             return
-        raise EvolveError(f"cannot start the verification sandbox (isolation={want!r})")
+        hint = "" if self.config.allow_weak or self.config.isolation != "auto" else \
+            " (install bubblewrap and libseccomp2 + pyseccomp, or explicitly accept weaker isolation)"
+        raise SandboxUnavailable(f"evolve sandbox: refusing to run untrusted code: {'; '.join(missing)}{hint}")
 
     def close(self) -> None:
         if self._pending is not None:
-            _, pending = self._pending
+            _, pending, _ = self._pending
             self._pending = None
             if pending is not None:
                 pending.kill()
-                pending.wait()
-                pending.stdout.close()
         proc, self._proc = self._proc, None
         if proc is None:
             return
+        os.close(proc.ctl_w)
+        proc.ctl_w = -1
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            msgs = proc.lines(deadline - time.monotonic())
+            if msgs is None:
+                break
+            stats = [m["stats"] for m in msgs if isinstance(m.get("stats"), dict)]
+            if stats:
+                self.last_stats = stats[0]
+                break
         try:
-            proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            last = proc.stdout.readline()  # the server's CPU report, sent when its input closes
-            self.last_stats = json.loads(last).get("stats") if last else None
-        except (ValueError, OSError, AttributeError):
-            self.last_stats = None
-        try:
-            proc.wait(timeout=5)
+            proc.popen.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
+            pass
+        proc.kill()
 
     def __del__(self):  # a forgotten server must not linger
         try:
@@ -198,59 +290,160 @@ class ForkServer:
 
     # -- jobs ----------------------------------------------------------------------------------------
     def run(self, jobs: list[dict]) -> list[dict]:
-        """Run jobs (dicts without "id"); one reply per job, same order. Restarts a dead server once."""
+        """Run jobs (payload dicts); one reply per job, same order. A server that dies or hangs is
+        killed and restarted, and the jobs it left unfinished run once more."""
         with self._lock:
             replies = self._run_once(jobs)
             missing = [i for i, r in enumerate(replies) if r is None]
-            if missing:  # the server died: restart and retry those jobs once
+            if missing:
                 self.restarts += 1
-                self._kill()
+                self._restart()
                 again = self._run_once([jobs[i] for i in missing])
                 for i, r in zip(missing, again, strict=True):
                     replies[i] = r or {"server_died": True, "lines": [], "flags": []}
                 if any(r is None for r in again):
-                    self._kill()
+                    self._restart()
             return replies
 
-    def _kill(self) -> None:
+    def _restart(self) -> None:
         if self._proc is not None:
             self._proc.kill()
-            self._proc.wait()
-            self._proc.stdout.close()
             self._proc = None
 
     def _run_once(self, jobs: list[dict]) -> list[dict | None]:
-        if self._proc is not None and self._proc.poll() is not None:
+        if self._proc is not None and self._proc.popen.poll() is not None:
+            self._proc.kill()
             self._proc = None
         self.ready()
-        proc = self._proc
-        ids = {}
-        payload = []
-        for i, job in enumerate(jobs):
-            self._next_id += 1
-            ids[self._next_id] = i
-            payload.append(json.dumps({**job, "id": self._next_id}))
-        data = ("\n".join(payload) + "\n").encode()
+        return _Batch(self, self._proc, jobs).run()
 
-        def feed():
-            try:
-                proc.stdin.write(data)
-                proc.stdin.flush()
-            except (BrokenPipeError, OSError, ValueError):
-                pass
 
-        writer = threading.Thread(target=feed, daemon=True)
-        writer.start()  # a thread: a large batch would otherwise deadlock on full pipes
-        replies: list[dict | None] = [None] * len(jobs)
-        left = len(jobs)
-        while left:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            msg = json.loads(line)
-            i = ids.pop(msg.get("id"), None)
-            if i is not None:
-                replies[i] = msg
-                left -= 1
-        writer.join()
-        return replies
+class _Batch:
+    """One batch through one server: dispatch to free slots, stream payloads, collect, enforce caps."""
+
+    def __init__(self, owner: ForkServer, proc: _Proc, jobs: list[dict]):
+        self.owner, self.proc, self.jobs, self.cfg = owner, proc, jobs, owner.config
+        self.replies: list[dict | None] = [None] * len(jobs)
+        self.pending = deque(range(len(jobs)))
+        self.free = deque(range(len(proc.slots)))
+        self.running: dict[int, _Job] = {}
+        self.dead = False
+
+    def run(self) -> list[dict | None]:
+        while (self.pending or self.running) and not self.dead:
+            self._dispatch()
+            self._step()
+        if self.dead:
+            self.owner._restart()
+        return self.replies
+
+    def _send(self, msg: dict) -> None:
+        data = (json.dumps(msg) + "\n").encode()
+        try:
+            while data:
+                data = data[os.write(self.proc.ctl_w, data):]
+        except OSError:
+            self.dead = True
+
+    def _dispatch(self) -> None:
+        while self.pending and self.free and len(self.running) < self.cfg.jobs and not self.dead:
+            k, i = self.free.popleft(), self.pending.popleft()
+            job = self.jobs[i]
+            self.owner._next_id += 1
+            nonce = os.urandom(12).hex()
+            body = marshal.dumps({**job, "nonce": nonce, "limit": min(self.cfg.res_cap, job.get("limit", 1 << 62))})
+            timeout = float(job.get("timeout", 3.0))
+            run = _Job(i, self.owner._next_id, nonce, len(body).to_bytes(8, "little") + body,
+                       time.monotonic() + timeout + self.cfg.grace_s)
+            self.running[k] = run
+            self._send({"run": k, "id": run.id, "timeout": timeout})  # before the payload: see server.py
+            self._write(k)
+
+    def _write(self, k: int) -> None:
+        run = self.running[k]
+        try:
+            n = os.write(self.proc.slots[k][0], run.data)
+            run.data = run.data[n:]
+        except BlockingIOError:
+            pass
+        except OSError:
+            run.data = b""
+
+    def _step(self) -> None:
+        now = time.monotonic()
+        if any(r.deadline < now for r in self.running.values()):
+            self.dead = True  # the server did not end a job in time: it is stopped or stuck
+            return
+        wait = min((r.deadline for r in self.running.values()), default=now + 1) - now
+        rl = [self.proc.ctl_r] + [fd for k in self.running for fd in self.proc.slots[k][1:]]
+        wl = [self.proc.slots[k][0] for k, r in self.running.items() if r.data]
+        try:
+            r, w, _ = select.select(rl, wl, [], max(0.0, wait))
+        except InterruptedError:
+            return
+        slot_of = {fd: k for k in self.running for fd in self.proc.slots[k]}
+        for fd in w:
+            self._write(slot_of[fd])
+        for fd in r:
+            if fd != self.proc.ctl_r and fd in slot_of:
+                self._drain(slot_of[fd])
+        if self.proc.ctl_r in r:
+            msgs = self.proc.lines(0)
+            if msgs is None:
+                self.dead = True
+                return
+            for m in msgs:
+                self._done(m)
+
+    def _drain(self, k: int) -> None:
+        run, (_, res, out) = self.running[k], self.proc.slots[k]
+        for fd in (res, out):
+            while True:
+                try:
+                    chunk = os.read(fd, 1 << 16)
+                except (BlockingIOError, OSError):
+                    break
+                if not chunk:
+                    break
+                if fd == res:
+                    if len(run.res) <= self.cfg.res_cap:
+                        run.res += chunk
+                    over = len(run.res) > self.cfg.res_cap and "ResultLimit"
+                else:
+                    run.out_bytes += len(chunk)
+                    if len(run.out_head) < _KEEP_OUT:
+                        run.out_head += chunk[: _KEEP_OUT - len(run.out_head)]
+                    over = run.out_bytes > self.cfg.out_cap and "OutputLimit"
+                if over and over not in run.flags:
+                    run.flags.append(over)
+                    self._send({"kill": k, "id": run.id, "why": over})
+
+    def _done(self, msg: dict) -> None:
+        k = msg.get("done")
+        run = self.running.get(k) if isinstance(k, int) else None
+        if run is None or msg.get("id") != run.id:
+            return  # a prepared child that died before it had a job: the slot stays usable
+        self._drain(k)
+        del self.running[k]
+        self.free.append(k)
+        lines, forged = [], 0
+        prefix = run.nonce + " "
+        for raw in bytes(run.res).decode("utf-8", "replace").split("\n"):
+            if raw.startswith(prefix):
+                lines.append(raw[len(prefix):])
+            elif raw:
+                forged += 1
+        flags = list(run.flags) + (["hack: orphan-process"] if msg.get("orphans") else [])
+        self.replies[run.index] = {
+            "lines": lines, "forged": forged, "flags": flags, "out": bytes(run.out_head).decode("utf-8", "replace"),
+            "out_bytes": run.out_bytes, "exit": _int_or_none(msg.get("exit")), "signal": _int_or_none(msg.get("signal")),
+            "timeout": msg.get("timeout") is True, "cpu_s": _float_or_none(msg.get("cpu_s")),
+            "wall": _float_or_none(msg.get("wall_s")) or 0.0}
+
+
+def _int_or_none(v):
+    return v if type(v) is int else None
+
+
+def _float_or_none(v):
+    return float(v) if type(v) in (int, float) and v == v and 0 <= v < 1e9 else None

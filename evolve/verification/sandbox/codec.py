@@ -1,135 +1,174 @@
 """Plain-value codec shared by the parent and the sandbox. Standard library only.
 
-``encode`` turns a value made only of exact built-in types into a Python literal (anything else
-raises NonPlain, checked with ``type(x) is ...`` before any of the value's own methods can run);
-``decode`` reads it back with ``ast.literal_eval``. ``encode_args`` marshals test arguments for the
-child. This file is also concatenated into the fork-server's source (see client.server_source),
-so it must not import from the package.
+``encode`` turns a value made only of exact built-in types into tagged JSON, within a byte
+budget (checked with ``type(x) is ...`` before any of the value's own methods can run; anything
+else raises NonPlain, an over-budget value TooLarge, both before anything is sent):
+
+  int -> JSON number (past 3000 bits: {"h": hex}), float -> JSON number / NaN / Infinity,
+  str -> JSON string, bool/None -> true/false/null, list -> JSON array,
+  tuple -> {"t": [...]}, dict -> {"d": [[k, v], ...]}, set -> {"s": [...]},
+  frozenset -> {"f": [...]}, bytes -> {"b": hex}, complex -> {"c": [re, im]}.
+
+A JSON object is always a tag and a JSON string always user data, so nothing a candidate returns
+can be read back as a marker. ``decode`` (trusted side) is ``json.loads`` with a tag hook and a
+length cap; any malformed text raises ValueError. This file is also concatenated into the
+fork-server's source (see client.server_source), so it must not import from the package.
 """
 
 import os  # noqa: F401 - shared by the concatenated server source
 import sys  # noqa: F401
 import time  # noqa: F401
 
-_NAN = "\x00nan"
-_FROZEN = "\x00frozenset"
-_BIGINT = "\x00int"  # ints past 10**1000 travel in hex: decimal str() of them is capped (4300 digits)
-_BIG = 10**1000
 _MAX_DEPTH = 64
+_BIG_BITS = 3000  # ints above this travel in hex: decimal str() of large ints is capped and slow
 
 
 class NonPlain(Exception):
-    """A value that is not made of exact built-in types."""
+    """A value that is not made of exact built-in types (or nests deeper than _MAX_DEPTH)."""
+
+
+class TooLarge(Exception):
+    """An encoded value over its byte budget."""
 
 
 def _make_encoder():
-    # Every builtin is bound now, before any candidate code can run: patching builtins later
-    # cannot change how results are converted.
-    _type, _repr, _len = type, repr, len
+    # Every builtin is bound now, before any candidate code can run: patching builtins or json
+    # later cannot change how results are converted.
+    import json.encoder
+
+    _type, _repr, _len, _hex = type, repr, len, hex
     _name = type.__dict__["__name__"].__get__
-    _scalars = (int, bool, str, bytes, type(None), complex)
-    _float, _list, _tuple, _dict, _set, _fset, _int, _hex = float, list, tuple, dict, set, frozenset, int, hex
-    _join = ",".join
+    _str_enc = json.encoder.encode_basestring_ascii  # the C encoder; escapes lone surrogates
+    _int, _bool, _float, _str, _none = int, bool, float, str, type(None)
+    _list, _tuple, _dict, _set, _fset, _bytes, _complex = list, tuple, dict, set, frozenset, bytes, complex
+    _append, _join, _bytes_hex = list.append, "".join, bytes.hex
+    _inf = float("inf")
 
-    def enc(x, depth=0):
-        t = _type(x)  # exact type first: subclasses never reach __iter__/__eq__/__repr__ overrides
-        if depth > _MAX_DEPTH:
-            raise NonPlain(f"nesting deeper than {_MAX_DEPTH}")
-        if t is _int and (x > _BIG or x < -_BIG):
-            return "(" + _repr(_BIGINT) + "," + _repr(_hex(x)) + ")"
-        if t in _scalars:
-            return _repr(x)
-        if t is _float:
-            if x != x:
-                return _repr(_NAN)
-            if x in (1e999, -1e999):
-                return "1e999" if x > 0 else "-1e999"
-            return _repr(x)
-        d = depth + 1
-        if t is _list:
-            return "[" + _join([enc(e, d) for e in x]) + "]"
-        if t is _tuple:
-            return "(" + _join([enc(e, d) for e in x]) + ("," if _len(x) == 1 else "") + ")"
-        if t is _dict:
-            return "{" + _join([enc(k, d) + ":" + enc(v, d) for k, v in x.items()]) + "}"
-        if t is _set:
-            return "{" + _join([enc(e, d) for e in x]) + "}" if x else "set()"
-        if t is _fset:
-            return "(" + _repr(_FROZEN) + ",[" + _join([enc(e, d) for e in x]) + "])"
-        raise NonPlain(_name(t))
+    def encode(x, limit=1 << 20):
+        parts, size = [], [0]
 
-    return enc
+        def put(s):
+            size[0] += _len(s)
+            if size[0] > limit:
+                raise TooLarge(f"result over {limit} bytes")
+            _append(parts, s)
+
+        def seq(items, open_, close, depth):
+            put(open_)
+            first = True
+            for e in items:
+                if not first:
+                    put(",")
+                first = False
+                enc(e, depth)
+            put(close)
+
+        def enc(x, depth):
+            t = _type(x)
+            if depth > _MAX_DEPTH:
+                raise NonPlain(f"nesting deeper than {_MAX_DEPTH}")
+            if t is _int:
+                if x.bit_length() <= _BIG_BITS:
+                    put(_repr(x))
+                elif x.bit_length() > limit * 4:
+                    raise TooLarge(f"result over {limit} bytes")
+                else:
+                    put('{"h":"' + _hex(x) + '"}')
+            elif t is _str:
+                if _len(x) > limit:
+                    raise TooLarge(f"result over {limit} bytes")
+                put(_str_enc(x))
+            elif t is _bool:
+                put("true" if x else "false")
+            elif t is _none:
+                put("null")
+            elif t is _float:
+                put("NaN" if x != x else "Infinity" if x == _inf else "-Infinity" if x == -_inf else _repr(x))
+            elif t in (_list, _tuple, _set, _fset, _dict):
+                if _len(x) > limit:
+                    raise TooLarge(f"result over {limit} bytes")
+                d = depth + 1
+                if t is _list:
+                    seq(x, "[", "]", d)
+                elif t is _tuple:
+                    seq(x, '{"t":[', "]}", d)
+                elif t is _set:
+                    seq(x, '{"s":[', "]}", d)
+                elif t is _fset:
+                    seq(x, '{"f":[', "]}", d)
+                else:
+                    put('{"d":[')
+                    first = True
+                    for k, v in x.items():
+                        put("[" if first else ",[")
+                        first = False
+                        enc(k, d)
+                        put(",")
+                        enc(v, d)
+                        put("]")
+                    put("]}")
+            elif t is _bytes:
+                if _len(x) * 2 > limit:
+                    raise TooLarge(f"result over {limit} bytes")
+                put('{"b":"' + _bytes_hex(x) + '"}')
+            elif t is _complex:
+                put('{"c":[')
+                enc(x.real, depth)
+                put(",")
+                enc(x.imag, depth)
+                put("]}")
+            else:
+                raise NonPlain(_name(t))
+
+        enc(x, 0)
+        return _join(parts)
+
+    return encode
 
 
 encode = _make_encoder()
 
 
-def _fix(x):
-    t = type(x)
-    if t is str and x == _NAN:
-        return float("nan")
-    if t is list:
-        return [_fix(e) for e in x]
-    if t is tuple:
-        if len(x) == 2 and x[0] == _FROZEN and type(x[1]) is list:
-            return frozenset(_fix(e) for e in x[1])
-        if len(x) == 2 and x[0] == _BIGINT and type(x[1]) is str:
-            return int(x[1], 16)
-        return tuple(_fix(e) for e in x)
-    if t is dict:
-        return {_fix(k): _fix(v) for k, v in x.items()}
-    if t is set:
-        return {_fix(e) for e in x}
-    return x
+def _tag(obj):
+    """json object_hook: every JSON object is exactly one tag; anything else is malformed."""
+    if len(obj) != 1:
+        raise ValueError("malformed tag")
+    (k, v), = obj.items()
+    if k == "t" and type(v) is list:
+        return tuple(v)
+    if k == "d" and type(v) is list:
+        if not all(type(p) is list and len(p) == 2 for p in v):
+            raise ValueError("malformed dict")
+        return {p[0]: p[1] for p in v}  # TypeError for an unhashable key: caught by decode
+    if k == "s" and type(v) is list:
+        return set(v)
+    if k == "f" and type(v) is list:
+        return frozenset(v)
+    if k == "b" and type(v) is str:
+        return bytes.fromhex(v)
+    if k == "c" and type(v) is list and len(v) == 2 and all(type(e) in (int, float) for e in v):
+        return complex(v[0], v[1])
+    if k == "h" and type(v) is str and v.startswith(("0x", "-0x")):
+        return int(v, 16)
+    raise ValueError("unknown tag")
 
 
-def encode_args(args):
-    """Arguments for the child: marshal (a C loader there, no ast, no parsing) as hex."""
-    import marshal
+def decode(text, limit=1 << 20):
+    """Inverse of :func:`encode` on the trusted side; ValueError for anything malformed or too long."""
+    import json
 
-    encode(args)  # plain values only: raises NonPlain otherwise
-    return marshal.dumps(args).hex()
-
-
-_SINGLETONS = {"True": True, "False": False, "None": None}
-
-
-def decode(text):
-    """Inverse of :func:`encode` (trusted side: ``ast.literal_eval``, never ``eval``)."""
-    import ast
-
-    if text in _SINGLETONS:  # fast paths for the commonest results
-        return _SINGLETONS[text]
-    digits = text[1:] if text[:1] == "-" else text
-    if digits.isascii() and digits.isdigit() and len(digits) < 4000:
-        return int(text)
-    value = ast.literal_eval(text)
-    return _fix(value) if "\\x00" in text else value
+    if type(text) is not str or len(text) > limit:
+        raise ValueError("result text missing or too long")
+    try:
+        return json.loads(text, object_hook=_tag)
+    except (TypeError, RecursionError, MemoryError, OverflowError) as e:
+        raise ValueError(f"malformed result ({type(e).__name__})") from None
 
 
-def _make_plain_copy():
-    """A fresh structure of exact built-in types equal to the value, or NonPlain (weak path)."""
-    _type, _name = type, type.__dict__["__name__"].__get__
-    _scalars = (int, bool, str, bytes, type(None), complex, float)
-    _list, _tuple, _dict, _set, _fset = list, tuple, dict, set, frozenset
-
-    def cp(x, depth=0):
-        t = _type(x)
-        if depth > _MAX_DEPTH:
-            raise NonPlain(f"nesting deeper than {_MAX_DEPTH}")
-        if t in _scalars:
-            return x
-        d = depth + 1
-        if t is _list:
-            return [cp(e, d) for e in x]
-        if t is _tuple:
-            return _tuple([cp(e, d) for e in x])
-        if t is _dict:
-            return {cp(k, d): cp(v, d) for k, v in x.items()}
-        if t is _set:
-            return {cp(e, d) for e in x}
-        if t is _fset:
-            return _fset([cp(e, d) for e in x])
-        raise NonPlain(_name(t))
-
-    return cp
+def is_plain(value) -> bool:
+    """True when ``value`` is made of exact built-in types (so marshal and encode both carry it)."""
+    try:
+        encode(value, 1 << 62)
+    except (NonPlain, TooLarge):
+        return False
+    return True

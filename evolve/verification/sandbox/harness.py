@@ -1,7 +1,18 @@
-"""The in-child harness: runs after rlimits, uid drop and seccomp, in the forked child.
+"""The in-child harness: runs in a freshly forked job process after isolation, on that job's own
+payload only (read from its own pipe; the fork-server never sees it).
 
-Concatenated after codec.py into the fork-server's source; ``run_harness`` never returns results
-by value, only as ``<nonce> <payload>`` lines on the result fd.
+Concatenated after codec.py into the fork-server's source. Results leave only as
+``<nonce> <kind> ...`` lines on fd 3; every value in them is tagged JSON (codec.encode), within
+the job's byte budget. Timings are not reported from here: the server measures the job's CPU.
+
+Job payload (a marshalled dict, built by the trusted parent):
+  {"mode": "run" | "record" | "replay", "src": program, "entry": name, "calls": [args tuple, ...],
+   "limit": bytes, "check": task check source, "helpers": task helper source,
+   "recorded": [encoded args, ...], "results": [(status, value), ...]}
+"run" executes the candidate and calls the entry point once per test. "record" runs a task's own
+check() against its trusted canonical solution and reports the arguments of every call. "replay"
+runs the check in a fresh namespace (task helpers only; no candidate code at all) with the
+candidate's plain results fed back in the recorded order.
 """
 
 import os
@@ -9,18 +20,17 @@ import sys
 import time
 
 try:  # as a package module (tests, linters); in the server source these are already defined
-    from evolve.verification.sandbox.codec import NonPlain, _make_plain_copy, encode
+    from evolve.verification.sandbox.codec import NonPlain, TooLarge, encode
 except ImportError:
     pass
 
-HARNESS_FILE = "<evolve-harness>"
 _SPAWN_EVENTS = ("os.system", "subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
                  "os.forkpty", "pty.spawn")
 _NET_EVENTS = ("socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo",
                "socket.gethostbyname", "socket.sendto")
-# Ways to reach the harness's frames (and its nonce) that CPython audits. Not all are: see docs.
 _INTROSPECTION = ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.settrace", "sys.setprofile",
-                  "sys._current_frames")
+                  "sys._current_frames", "sys._getframe")
+_REPLAY_SEED = 20240917  # record and replay seed `random` alike, so a check's random inputs repeat
 
 
 def _exc_info(e, tb, _type=type, _str=str, _name=type.__dict__["__name__"].__get__):
@@ -34,16 +44,12 @@ def _exc_info(e, tb, _type=type, _str=str, _name=type.__dict__["__name__"].__get
         if tb.tb_frame.f_code.co_filename == "<candidate>":
             line = tb.tb_lineno
         tb = tb.tb_next
-    return _name(_type(e)), msg, line
-
-
-def _names(code):
-    """Every global name a code object and its nested functions refer to."""
-    out = set(code.co_names)
-    for c in code.co_consts:
-        if type(c) is type(code):
-            out |= _names(c)
-    return out
+    try:
+        name = _name(_type(e))
+        name = name if _type(name) is str else "Exception"
+    except BaseException:  # noqa: BLE001
+        name = "Exception"
+    return name, msg if _type(msg) is str else "<unprintable>", line
 
 
 _ALARM = [None]  # the running harness's flush, called on SIGALRM
@@ -57,15 +63,16 @@ def _on_alarm(signum, frame):
 
 def _make_emitter(res_fd, nonce):
     """(emit, flag, on_timer). Lines are buffered and flushed by a 20 ms interval timer and at the
-    sentinel: a quick job is one write (one server wake-up), and a job that hangs still hands over
-    what it finished. Everything here is bound before candidate code runs."""
+    sentinel: a quick job is one write, and a job that hangs still hands over what it finished."""
     write, join, append, clear = os.write, "".join, list.append, list.clear
     buf, busy, flags_sent = [], [False], set()
 
     def flush():
         if buf:
-            write(res_fd, join(buf).encode("utf-8", "backslashreplace"))
+            data = join(buf).encode("utf-8", "backslashreplace")
             clear(buf)
+            while data:
+                data = data[write(res_fd, data):]
 
     def emit(payload, now=False):
         busy[0] = True  # the timer never flushes half-way through this
@@ -87,7 +94,8 @@ def _make_emitter(res_fd, nonce):
 
 
 def _make_hook(flag, hide):
-    """The audit hook: refuses and flags what the candidate must not do (see docs/sandbox.md)."""
+    """The audit hook: refuses and flags what the candidate must not do (a flagging layer: the
+    kernel-level namespaces, seccomp and rlimits are what enforce)."""
     type_, any_, perm, fspath, startswith = type, any, PermissionError, os.fsdecode, str.startswith
     str_t, int_t, o_write = str, int, os.O_WRONLY | os.O_RDWR | os.O_CREAT
     refused = {**{e: ("hack: spawn-process", "no processes") for e in _SPAWN_EVENTS},
@@ -105,83 +113,105 @@ def _make_hook(flag, hide):
                 flag("hack: read-test-files")
                 raise perm("sandbox: test files are not readable")
             writing = any_(c in mode for c in "wax+") if type_(mode) is str_t else bool((oflags or 0) & o_write)
-            if writing and not (startswith(p, ("/tmp/", "/dev/shm/")) or p == "/dev/null" or not startswith(p, "/")):
+            if writing and not (startswith(p, "/tmp/") or p == "/dev/null" or not startswith(p, "/")):
                 flag("hack: write-outside-tmp")
                 raise perm("sandbox: writes outside tmp are not allowed")
+        elif event == "sys._getframe":
+            if args[0].f_code.co_filename != "<evolve-harness>":  # its own and the stdlib's are fine
+                return
+            flag("hack: introspection")
+            raise perm("sandbox: harness frames are off limits")
         elif event in refused:
             name, why = refused[event]
             flag(name)
             raise perm("sandbox: " + why)
-        elif event == "sys._getframe" and args[0].f_code.co_filename == HARNESS_FILE:
-            flag("hack: introspection")
-            raise perm("sandbox: harness frames are off limits")
 
     return hook
 
 
-def _make_guard(emit, flag):
+def _make_guard(emit, flag, enc):
     """guarded(tag, fn) -> (ok, value): an exception becomes an error line (and a flag for exits)."""
-    repr_, exc_info, sys_exit_t = repr, _exc_info, SystemExit
+    exc_info, sys_exit_t = _exc_info, SystemExit
 
-    def err_payload(tag, e, tb):
-        return f"{tag} err {repr_(exc_info(e, tb))}"
+    def err_line(tag, e, tb):
+        return f"{tag} err {enc(exc_info(e, tb), 4096)}"
 
     def guarded(tag, fn):
         try:
             return True, fn()
         except sys_exit_t as e:
             flag("hack: sys-exit")
-            emit(err_payload(tag, e, e.__traceback__))
+            emit(err_line(tag, e, e.__traceback__))
         except Exception as e:  # noqa: BLE001 - candidate failures are data
-            emit(err_payload(tag, e, e.__traceback__))
+            emit(err_line(tag, e, e.__traceback__))
         except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt, custom BaseException
             flag("hack: base-exception")
-            emit(err_payload(tag, e, e.__traceback__))
+            emit(err_line(tag, e, e.__traceback__))
         return False, None
 
-    return guarded, err_payload
+    return guarded, err_line
 
 
-def run_harness(job, code, check_code, nonce, res_fd, hide):
-    """Run the candidate and its calls; stream ``<nonce> <payload>`` lines to ``res_fd``."""
+def run_harness(job, nonce, res_fd, hide):
+    """Run one job (see the module docstring); stream ``<nonce> <payload>`` lines to ``res_fd``."""
     import builtins
-    import marshal
     import signal
 
-    # Bound before candidate code runs: patching builtins or os later changes none of these.
-    enc, repr_, len_, dict_items, enumerate_, clock = encode, repr, len, dict.items, enumerate, time.perf_counter
+    # Bound before any job code runs: patching builtins, os or json later changes none of these.
+    enc, len_, dict_items, enumerate_ = encode, len, dict.items, enumerate
+    nonplain_t, toolarge_t = NonPlain, TooLarge
     flushes = (sys.stdout.flush, sys.stderr.flush)
+    waitpid, wnohang, nochild_t = os.waitpid, os.WNOHANG, ChildProcessError
     emit, flag, on_timer = _make_emitter(res_fd, nonce)
-    guarded, err_payload = _make_guard(emit, flag)
-    calls = [marshal.loads(bytes.fromhex(c)) for c in job["calls"]]  # trusted: built by the parent
+    guarded, err_line = _make_guard(emit, flag, enc)
+    limit = job.get("limit", 1 << 20)
+    mode = job.get("mode", "run")
     snapshot = dict(builtins.__dict__)
-    _ALARM[0] = on_timer  # the SIGALRM handler was installed by the server: signal.signal() in a
-    signal.setitimer(signal.ITIMER_REAL, 0.02, 0.02)  # fresh child cost ~0.35 ms of CPU here
+    _ALARM[0] = on_timer  # the SIGALRM handler was installed by the server (inherited)
+    signal.setitimer(signal.ITIMER_REAL, 0.02, 0.02)
+    try:
+        code = compile(job["src"], "<candidate>", "exec")
+    except BaseException as e:  # noqa: BLE001 - SyntaxError, ValueError (NUL), RecursionError, MemoryError
+        msg = f"{getattr(e, 'msg', None) or e} (line {getattr(e, 'lineno', 0) or 0})"
+        emit("C err " + enc((type(e).__name__, msg[:300], 0), 4096))
+        emit("END", True)
+        return
+    if mode == "replay":  # no candidate code here at all: only the task's check on plain values
+        _run_check(job, None, guarded, emit, enc)
+        emit("END", True)
+        return
     sys.addaudithook(_make_hook(flag, hide))
     g = {"__name__": "candidate", "__builtins__": builtins}
-
     ok, _ = guarded("L", lambda: exec(code, g))  # noqa: S102 - this is the sandbox
     fn = g.get(job["entry"]) if ok else None
     if ok and not callable(fn):
         ok = False
-        emit("L err " + repr_(("NameError", f"entry point {job['entry']!r} is not defined", 0)))
+        emit("L err " + enc(("NameError", f"entry point {job['entry']!r} is not defined", 0), 4096))
     if ok:
         emit("L ok")
-        t0 = clock()
-        if check_code is not None:
-            _run_check(g, check_code, job["entry"], guarded, emit, flag, snapshot)
-        else:
-            for i, args in enumerate_(calls):
+        if mode == "run":
+            for i, args in enumerate_(job["calls"]):
                 okc, value = guarded(f"R {i}", lambda a=args: fn(*a))
                 if okc:
                     try:
-                        emit(f"R {i} ok {enc(value)}")
-                    except NonPlain as e:
+                        emit(f"R {i} ok {enc(value, limit)}")
+                    except nonplain_t as e:
                         flag("hack: non-plain-return")
-                        emit(f"R {i} np {repr_(e.args[0])}")
-                    except Exception as e:  # noqa: BLE001 - e.g. int too large to print
-                        emit(err_payload(f"R {i}", e, None))
-        emit(f"T {clock() - t0!r}")
+                        emit(f"R {i} np {enc(str(e.args[0])[:80])}")
+                    except toolarge_t:
+                        emit(f"R {i} big")
+                        break  # the rest would not fit either: the budget is per job
+                    except BaseException as e:  # noqa: BLE001 - e.g. RecursionError on a deep value
+                        emit(err_line(f"R {i}", e, None))
+        else:
+            _run_check(job, fn, guarded, emit, enc)
+    try:  # any process it started is its child (it is pid 1 of its own namespace): flagged, then
+        waitpid(-1, wnohang)  # killed with the namespace when the job ends
+        flag("hack: orphan-process")
+    except nochild_t:
+        pass
+    except BaseException:  # noqa: BLE001
+        pass
     changed = [k for k, v in dict_items(builtins.__dict__) if snapshot.get(k, v) is not v]
     if changed or len_(builtins.__dict__) < len_(snapshot):
         flag("hack: monkeypatch")
@@ -193,30 +223,39 @@ def run_harness(job, code, check_code, nonce, res_fd, hide):
     emit("END", True)
 
 
-def _run_check(g, check_code, entry, guarded, emit, flag, snapshot):
-    """Weak path: run the task's own check() in the child, the candidate's returns made plain."""
-    cp, module_t = _make_plain_copy(), type(sys)
+def _run_check(job, fn, guarded, emit, enc):
+    """record / replay: the task's own check() in a fresh namespace holding only the task's helpers.
 
-    def plain(fn):
-        def call(*a, **k):
-            value = fn(*a, **k)
-            try:
-                return cp(value)
-            except NonPlain as e:
-                flag("hack: non-plain-return")
-                raise AssertionError(f"non-plain return: {e.args[0]}") from None
+    record: ``fn`` is the canonical solution; each call's arguments are reported (before the call,
+    which may mutate them). replay: ``fn`` is unused (the program is the task's helpers only); the
+    check gets the candidate's results, recorded in the parent, in order, and its arguments must be
+    the recorded ones (a check whose inputs depend on earlier results fails here, conservatively).
+    """
+    import random
 
-        return call
+    calls = [0]
+    recorded, results = job.get("recorded", []), job.get("results", [])
 
-    # Pristine builtins and only the names the check needs from the candidate, each made plain:
-    # a candidate redefining abs() or isclose() in its own globals cannot reach the check.
-    ns = {"__name__": "check", "__builtins__": dict(snapshot)}
-    for name in _names(check_code):
-        if name in g and name not in snapshot and not name.startswith("__"):
-            v = g[name]
-            ns[name] = v if type(v) is module_t else (plain(v) if callable(v) else cp(v))
-    ok, _ = guarded("W", lambda: exec(check_code, ns))  # noqa: S102
+    def recorder(*args):
+        emit("A " + enc(args, 1 << 20))
+        return fn(*args)
+
+    def replayer(*args):
+        i = calls[0]
+        calls[0] += 1
+        if i >= len(recorded) or enc(args, 1 << 20) != recorded[i]:
+            raise AssertionError(f"call {i + 1}: the check's inputs differ from the recorded ones")
+        status, value = results[i]
+        if status != "ok":
+            raise AssertionError(f"call {i + 1}: the candidate {value}")
+        return value
+
+    ns = {"__name__": "check"}
+    ok, _ = guarded("W", lambda: exec(compile(job.get("helpers", ""), "<task>", "exec"), ns))  # noqa: S102
     if ok:
-        ok, _ = guarded("W", lambda: ns["check"](plain(g[entry])))
-        if ok:
-            emit("W ok")
+        ok, _ = guarded("W", lambda: exec(compile(job["check"], "<check>", "exec"), ns))  # noqa: S102
+    if ok:
+        random.seed(_REPLAY_SEED)
+        ok, _ = guarded("W", lambda: ns["check"](recorder if job["mode"] == "record" else replayer))
+    if ok:
+        emit("W ok")

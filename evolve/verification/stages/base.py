@@ -26,7 +26,7 @@ class StageContext:
     pipeline: Pipeline
     visible: tuple[TestCase, ...]  # tests shown to the model, first in the job's call list
     hidden: tuple[TestCase, ...]  # never shown; expected values stay here
-    weak_reason: str = ""  # non-empty: hidden tests are the task's check() run in the sandbox
+    weak_reason: str = ""  # non-empty: the hidden verdict is the task's own check(), recorded and replayed
     baseline_time_s: float | None = None  # the canonical solution's test time (perf stage)
     extra: dict = field(default_factory=dict)
 

@@ -28,11 +28,14 @@ class LintStage:
     def run(self, ctx: StageContext, cfg: StageConfig) -> StageResult:
         select = ",".join(cfg.options.get("select", ["E9", "F"]))
         max_findings = max(1, int(cfg.options.get("max_findings", 5)))
-        cmd = [_ruff(), "check", "--no-cache", "--isolated", "--select", select, "--output-format", "json",
-               "--stdin-filename", "candidate.py", "-"]
+        # --isolated: no configuration file is read; --ignore-noqa: `# noqa` and `# ruff: noqa` in the
+        # candidate's own text cannot silence the findings it is scored on. A scrubbed environment:
+        # no RUFF_* variable of the caller's changes the rules either.
+        cmd = [_ruff(), "check", "--no-cache", "--isolated", "--ignore-noqa", "--select", select,
+               "--output-format", "json", "--stdin-filename", "candidate.py", "-"]
         try:
             p = subprocess.run(cmd, input=ctx.program, capture_output=True, text=True, timeout=20,
-                               env={**os.environ, "NO_COLOR": "1"}, cwd="/")
+                               env={"NO_COLOR": "1", "PATH": os.environ.get("PATH", "/usr/bin:/bin")}, cwd="/")
             found = json.loads(p.stdout or "[]")
         except (OSError, subprocess.TimeoutExpired, ValueError) as e:
             return StageResult("lint", 0.0, False, f"ruff failed: {e}", "LintError", skipped=True)

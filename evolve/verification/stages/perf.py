@@ -1,7 +1,8 @@
 """Optional stage: the candidate's test time against the canonical solution's, same sandbox.
 
 Score = min(1, slack * t_canonical / t_candidate); passes when within ``slack`` times. Both times
-are CPU-noisy at the millisecond scale, so a floor of 1 ms is added to each.
+are the job's CPU seconds as the server measured them with wait4 (the job cannot report its own
+time), and CPU-noisy at the millisecond scale, so a floor of 1 ms is added to each.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ class PerfStage:
 
     def run(self, ctx: StageContext, cfg: StageConfig) -> StageResult:
         slack = float(cfg.options.get("slack", 3.0))
-        base, mine = ctx.baseline_time_s + _FLOOR_S, ctx.reply.time_s + _FLOOR_S
+        base = max(0.0, ctx.baseline_time_s) + _FLOOR_S  # never below the floor: no division by zero
+        mine = max(0.0, ctx.reply.time_s) + _FLOOR_S
         ratio = mine / base
         score = min(1.0, slack / ratio)
         trace = f"{ratio:.2f}x the canonical solution's time ({mine * 1e3:.1f} ms vs {base * 1e3:.1f} ms)"

@@ -21,10 +21,17 @@ def same_types(got, expected) -> bool:
 
 
 def judge(test: TestCase, got, strict: bool) -> str | None:
-    """None when the result passes, else the error class ("WrongAnswer" or "TypeMismatch")."""
-    if test.compare == "eq" and strict and not same_types(got, test.expected):
-        return "TypeMismatch"
-    return None if compare(test.compare, got, test.expected, test.tol) else "WrongAnswer"
+    """None when the result passes, else the error class ("WrongAnswer" or "TypeMismatch").
+
+    Values are plain, but a plain value can still break a comparison (``10**400`` against a float
+    tolerance overflows, a 64-deep nesting recurses): any such error is a wrong answer, never a crash.
+    """
+    try:
+        if test.compare == "eq" and strict and not same_types(got, test.expected):
+            return "TypeMismatch"
+        return None if compare(test.compare, got, test.expected, test.tol) else "WrongAnswer"
+    except Exception:  # noqa: BLE001 - OverflowError, RecursionError, TypeError, MemoryError...
+        return "WrongAnswer"
 
 
 def _expect_text(test: TestCase) -> str:
@@ -91,6 +98,9 @@ class TestStage:
                 got += f" ({type(out.value).__name__}, expected {type(test.expected).__name__})"
             return TestFailure(self.name, kind, f"{call} expected {_expect_text(test)}, got {got}", call,
                                _expect_text(test), got)
+        if out.status == "big":
+            return TestFailure(self.name, "OutputLimit", f"{call} returned a result over the size limit", call,
+                               _expect_text(test), "<too large>")
         if out.status == "np":
             return TestFailure(self.name, "hack", f"{call} returned a non-plain {out.error[1]} object", call,
                                _expect_text(test), f"<{out.error[1]}>")
@@ -106,7 +116,7 @@ class TestStage:
     def _run_weak(self, ctx: StageContext) -> StageResult:
         reply = ctx.reply
         if reply.weak_ok:
-            return StageResult(self.name, 1.0, True, "check() passed in the sandbox on plain results (weak)")
+            return StageResult(self.name, 1.0, True, "the task's check() passed on the candidate's plain results")
         if reply.load_error is not None:
             name, msg, line = reply.load_error
             text = f"{name}: {clip(str(msg), 200)} while loading (line {line})"
@@ -118,5 +128,5 @@ class TestStage:
             text = f"{name}: {reply.job_message or 'no result'} in check()"
         if name == "AssertionError":
             name = "WrongAnswer"
-        trace = clip(f"hidden check failed (weak, in-sandbox): {text}")
+        trace = clip(f"hidden check failed: {text}")
         return StageResult(self.name, 0.0, False, trace, name, [TestFailure(self.name, name, text)])

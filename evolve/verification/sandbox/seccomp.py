@@ -1,0 +1,78 @@
+"""The job's seccomp filter, compiled once in the trusted parent to BPF bytes (libseccomp through
+pyseccomp). The server never loads libseccomp: each job child installs the bytes with two prctl
+calls. Default allow; the calls below fail with EPERM (``clone3`` with ENOSYS, so that glibc falls
+back to ``clone`` and threads keep working).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+
+# Processes, signals and other processes' memory; namespaces and mounts; network; System V and
+# POSIX IPC (a channel between concurrent jobs); kernel surfaces a pure function never needs.
+DENIED = (
+    "execve", "execveat", "fork", "vfork", "ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
+    "kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open", "pidfd_send_signal",
+    "pidfd_getfd", "process_madvise", "setsid", "setpgid",
+    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "mount_setattr", "move_mount", "open_tree",
+    "fsopen", "fsmount", "fsconfig", "fspick", "sethostname", "setdomainname",
+    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4",
+    "shmget", "shmat", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl",
+    "mq_open", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_unlink",
+    "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd", "io_uring_setup",
+    "io_uring_enter", "io_uring_register", "name_to_handle_at", "open_by_handle_at", "fanotify_init",
+    "init_module", "finit_module", "delete_module", "kexec_load", "reboot", "swapon", "swapoff", "acct",
+    "quotactl", "lookup_dcookie", "personality",
+)
+_CLONE_THREAD = 0x00010000
+_F_SETOWN, _F_SETSIG, _F_SETOWN_EX = 8, 10, 15  # fcntl: route SIGIO (or any signal) to a pid
+
+
+def compile_filter() -> tuple[bytes | None, str]:
+    """(BPF program bytes, "") or (None, why it is unavailable)."""
+    try:
+        import pyseccomp as sc
+    except Exception as e:  # noqa: BLE001 - libseccomp or pyseccomp missing
+        return None, f"libseccomp/pyseccomp unavailable ({type(e).__name__}: {str(e)[:80]})"
+    try:
+        f = sc.SyscallFilter(sc.ALLOW)
+        eperm = sc.ERRNO(errno.EPERM)
+        for name in DENIED:
+            try:
+                f.add_rule(eperm, name)
+            except Exception:  # noqa: BLE001 - a syscall this architecture does not have
+                pass
+        f.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, 0))  # processes, not threads
+        f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+        for cmd in (_F_SETOWN, _F_SETSIG, _F_SETOWN_EX):
+            f.add_rule(eperm, "fcntl", sc.Arg(1, sc.EQ, cmd))
+        with tempfile.TemporaryFile() as tmp:
+            f.export_bpf(tmp)
+            tmp.seek(0)
+            bpf = tmp.read()
+    except Exception as e:  # noqa: BLE001
+        return None, f"libseccomp could not build the filter ({type(e).__name__}: {str(e)[:80]})"
+    if not bpf or len(bpf) % 8:
+        return None, "libseccomp produced no filter"
+    return bpf, ""
+
+
+_cache: list = []
+
+
+def job_filter() -> tuple[bytes | None, str]:
+    """compile_filter(), once per process."""
+    if not _cache:
+        _cache.append(compile_filter())
+    return _cache[0]
+
+
+def _selftest() -> None:  # pragma: no cover - a manual check: python -m evolve.verification.sandbox.seccomp
+    bpf, why = compile_filter()
+    print(len(bpf) if bpf else why, os.uname().machine)
+
+
+if __name__ == "__main__":
+    _selftest()
