@@ -48,11 +48,12 @@ def runs(db: str | None = typer.Option(None, "--db", help=DB_HELP),
         return _emit_json(rows)
     from rich.table import Table
 
-    t = Table("run", "created", "generations", "committed", "pending", "failed", "latest", "code")
+    t = Table("run", "created", "generations", "committed", "pending", "failed", "latest", "code", "sandbox")
     for r in rows:
         t.add_row(r["name"], (r["created_at"] or "")[:19], str(r["generations"]), str(r["committed"]),
                   str(r["pending"]), str(r["failed"]), "-" if r["latest_committed"] is None
-                  else f"{r['name']}:{r['latest_committed']}", (r["code_version"] or "")[:12])
+                  else f"{r['name']}:{r['latest_committed']}", (r["code_version"] or "")[:12],
+                  r.get("verifier_isolation", "unrecorded"))
     _console().print(t if rows else "no runs")
 
 

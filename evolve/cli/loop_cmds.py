@@ -100,6 +100,9 @@ def register(app: typer.Typer) -> None:
         reflection_api_base: str = typer.Option(None, "--reflection-api-base", help="OpenAI-compatible URL"),
         seed: int = typer.Option(None, "--seed"),
         policy: str = typer.Option(None, "--policy", help="Policy spec TOML (default policies/tiny-coder.toml)."),
+        allow_weak_sandbox: bool = typer.Option(False, "--allow-weak-sandbox",
+                                                help="Run even where the verifier cannot have its full isolation "
+                                                     "(bubblewrap + seccomp); the level is recorded in the run."),
     ) -> None:
         """Run autonomous evolution cycles (the embedded default with no arguments)."""
         from evolve.loop.config import LoopConfig
@@ -126,10 +129,12 @@ def register(app: typer.Typer) -> None:
             _announce_bootstrap(spec, printer.say)
             spec_dict = spec.model_dump(mode="json")
             session = build_session(store, run_name, cfg, spec_dict, components, None, None, BufferRecorder(),
-                                    printer.say)
+                                    printer.say, allow_weak_sandbox=allow_weak_sandbox)
             try:
                 store.create_run(run_name, {"loop": cfg.to_dict(), "policy_spec": spec_dict,
-                                            "seed_prompt": components})
+                                            "seed_prompt": components,
+                                            "verifier_isolation": session.ctx.verifier.isolation,
+                                            "allow_weak_sandbox": allow_weak_sandbox})
                 printer.say(f"run [bold]{run_name}[/bold]: mode {cfg.mode}, reward {cfg.reward}, "
                             f"{cfg.generations} generations, db {store.target.label}")
                 gid, wv, metrics, state = initial_generation(session)

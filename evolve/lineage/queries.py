@@ -174,12 +174,24 @@ def prompt_versions(store: LineageStore, run_id: int) -> list:
                               .order_by(PromptVersion.created_at)))
 
 
+def run_isolation(config) -> str:
+    """The verifier isolation level a run recorded in its config ("unrecorded" for older runs)."""
+    level = config.get("verifier_isolation") if isinstance(config, dict) else None
+    return level if isinstance(level, str) else "unrecorded"
+
+
+def run_config(store: LineageStore, run_id: int) -> dict:
+    with store.engine.connect() as conn:
+        config = conn.scalar(select(t.run.c.config).where(t.run.c.id == run_id))
+    return config if isinstance(config, dict) else {}
+
+
 def list_runs(store: LineageStore) -> list[dict]:
     g, run = t.generation, t.run
     counts = (select(g.c.run_id, g.c.status, func.count().label("n"), func.max(g.c.index).label("last"))
               .group_by(g.c.run_id, g.c.status))
     with store.engine.connect() as conn:
-        runs = conn.execute(select(run.c.id, run.c.name, run.c.created_at, run.c.code_version)
+        runs = conn.execute(select(run.c.id, run.c.name, run.c.created_at, run.c.code_version, run.c.config)
                             .order_by(run.c.created_at, run.c.id)).all()
         stats: dict[int, dict] = {}
         for row in conn.execute(counts):
@@ -192,6 +204,7 @@ def list_runs(store: LineageStore) -> list[dict]:
             "generations": sum(n for n, _ in st.values()),
             "committed": st.get("committed", (0, None))[0], "pending": st.get("pending", (0, None))[0],
             "failed": st.get("failed", (0, None))[0], "latest_committed": st.get("committed", (0, None))[1],
+            "verifier_isolation": run_isolation(r.config),
         })
     return out
 

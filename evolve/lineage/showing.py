@@ -44,6 +44,7 @@ def describe_generation(store, g) -> dict:
         "state_artifact": g.state_artifact, "rng_artifact": g.rng_artifact,
         "rollouts": queries.rollout_summary(store, g.id), "error": g.error,
         "created_at": _iso(g.created_at), "committed_at": _iso(g.committed_at),
+        "verifier_isolation": queries.run_isolation(queries.run_config(store, g.run_id)),
     }
 
 
@@ -103,6 +104,7 @@ def print_human(console, kind: str, info: dict) -> None:
     if kind == "generation":
         console.print(f"[bold]generation {info['name']}[/] (id {info['id']}, {info['status']})")
         console.print(f"parent: {info['parent'] or '-'}   children: {', '.join(info['children']) or '-'}")
+        console.print(f"verifier isolation: {info.get('verifier_isolation', 'unrecorded')}", markup=False)
         console.print(f"prompt version: {info['prompt_version'] or '-'} ({info['prompt_proposed_by'] or '-'})")
         for name, text in (info["prompt"] or {}).items():
             console.print(Panel(Text(text), title=Text(name), title_align="left"))

@@ -71,7 +71,8 @@ def load_suite(cfg: LoopConfig):
 
 
 def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_components: dict,
-                  checkpoint_dir: Path | None, prompt_state: dict | None, recorder, say) -> Session:
+                  checkpoint_dir: Path | None, prompt_state: dict | None, recorder, say,
+                  allow_weak_sandbox: bool = False) -> Session:
     from evolve.policy import PolicySpec, load_policy
     from evolve.prompt import PromptEvolutionConfig, PromptEvolver, make_reflector
     from evolve.verification import Verifier, load_pipeline
@@ -90,7 +91,10 @@ def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_compon
     else:
         evolver = PromptEvolver.from_state_dict(prompt_state, reflector)
     pipeline = load_pipeline(cfg.pipeline) if cfg.pipeline else None
-    verifier = Verifier(pipeline, jobs=cfg.verifier_jobs)
+    # The sandbox starts now, so a machine below full isolation stops the run before anything is
+    # written: the Verifier refuses (one line naming what is missing) unless weak isolation was asked for.
+    verifier = Verifier(pipeline, jobs=cfg.verifier_jobs, allow_weak=allow_weak_sandbox)
+    say(f"verifier isolation: {verifier.isolation}")
     train, heldout, val = load_suite(cfg)
     by_id = {t.task_id: t for t in train + heldout}
     ctx = LoopContext(cfg, policy, verifier, evolver, train, heldout, val, by_id,
@@ -209,7 +213,8 @@ def session_from_generation(store, run_row, generation, say, recorder=None) -> t
     folder, tmp = materialize_state(store, run_row.name, generation)
     prompt_state, loop_state, rng_blob = read_state_folder(folder)
     session = build_session(store, run_row.name, cfg, config["policy_spec"], config["seed_prompt"],
-                            folder / "policy", prompt_state, recorder or BufferRecorder(), say)
+                            folder / "policy", prompt_state, recorder or BufferRecorder(), say,
+                            allow_weak_sandbox=bool(config.get("allow_weak_sandbox")))
     restore_rng_state(rng_blob)
     return session, loop_state, tmp
 

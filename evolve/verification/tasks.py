@@ -196,12 +196,6 @@ def _prompt_context(prompt: str, entry_point: str, code: str) -> str:
     return "".join(out)
 
 
-def prompt_helpers(prompt: str, entry_point: str) -> str:
-    """The prompt's imports and helper functions (everything a task's check may call besides the
-    candidate), taken from the task itself, never from a completion."""
-    return _prompt_context(prompt, entry_point, "")
-
-
 def assemble_program(task: Task, completion: str) -> str:
     """The program to run: a full program that defines the entry point (plus the prompt's imports and
     helper functions), or else the prompt followed by the completion (a HumanEval continuation)."""

@@ -9,7 +9,7 @@ compare here. HumanEval checks are rewritten into such tests where possible (evo
 rewrite). The rest are recorded and replayed: the task's own check() runs once against the
 canonical solution in a trusted job that reports the arguments of every call; each candidate is
 called on exactly those arguments; then the check runs again in a fresh job holding only the
-task's helpers, fed the candidate's plain results. No candidate code ever shares a process with
+task's canonical program (its helpers), fed the candidate's plain results. No candidate code ever shares a process with
 a check, so it cannot redefine the check's helpers, patch its modules or read its frames.
 """
 
@@ -25,7 +25,7 @@ from evolve.verification.rewrite import rewrite_check
 from evolve.verification.sandbox.client import ForkServer, SandboxConfig
 from evolve.verification.sandbox.codec import decode, is_plain
 from evolve.verification.stages.base import StageContext, make_stage
-from evolve.verification.tasks import assemble_program, humaneval_path, prompt_helpers
+from evolve.verification.tasks import assemble_program, humaneval_path
 from evolve.verification.types import StageResult, Task, TestCase, VerifyResult
 
 
@@ -37,7 +37,7 @@ class _Plan:
     check: str | None  # record/replay: the task's own check source (hidden calls come from recording it)
     check_reason: str = ""  # why the check could not be rewritten (record/replay is then used)
     bad_input: str = ""  # a task-file problem: the task's samples fail with this
-    helpers: str = ""  # record/replay: the prompt's imports and helper functions, from the task
+    helpers: str = ""  # record/replay: the task's canonical program (imports, helpers, entry point)
     recorded: list[str] = field(default_factory=list)  # record/replay: each call's encoded arguments
 
 
@@ -53,7 +53,7 @@ def plan_task(task: Task) -> _Plan:
     bad = next((f"test inputs are not plain values: {t.inputs!r:.80}" for t in visible + hidden
                 if not is_plain(tuple(t.inputs))), "")
     calls = [] if bad else [tuple(t.inputs) for t in visible + hidden]
-    helpers = prompt_helpers(task.prompt, task.entry_point) if check else ""
+    helpers = assemble_program(task, task.canonical_solution) if check and task.canonical_solution else ""
     if check and not task.canonical_solution:
         bad = f"the check cannot be rewritten ({reason}) and the task has no canonical solution to record it"
     return _Plan(visible, hidden, calls, check, reason, bad, helpers)
@@ -166,8 +166,7 @@ class Verifier:
                 if (p := self.plan(t)).check and not p.bad_input and not p.recorded]
         if not todo:
             return
-        jobs = [self._job(t, assemble_program(t, t.canonical_solution), [], mode="record", check=t.check_code,
-                          helpers=self.plan(t).helpers) for t in todo]
+        jobs = [self._job(t, "", [], mode="record", check=t.check_code, helpers=self.plan(t).helpers) for t in todo]
         for t, raw in zip(todo, self.sandbox.run(jobs), strict=True):
             p, reply = self.plan(t), safe_parse_reply(raw, 0)
             try:

@@ -17,7 +17,6 @@ candidate's plain results fed back in the recorded order.
 
 import os
 import sys
-import time
 
 try:  # as a package module (tests, linters); in the server source these are already defined
     from evolve.verification.sandbox.codec import NonPlain, TooLarge, encode
@@ -158,8 +157,7 @@ def run_harness(job, nonce, res_fd, hide):
     import signal
 
     # Bound before any job code runs: patching builtins, os or json later changes none of these.
-    enc, len_, dict_items, enumerate_ = encode, len, dict.items, enumerate
-    nonplain_t, toolarge_t = NonPlain, TooLarge
+    enc, len_, dict_items = encode, len, dict.items
     flushes = (sys.stdout.flush, sys.stderr.flush)
     waitpid, wnohang, nochild_t = os.waitpid, os.WNOHANG, ChildProcessError
     emit, flag, on_timer = _make_emitter(res_fd, nonce)
@@ -176,8 +174,8 @@ def run_harness(job, nonce, res_fd, hide):
         emit("C err " + enc((type(e).__name__, msg[:300], 0), 4096))
         emit("END", True)
         return
-    if mode == "replay":  # no candidate code here at all: only the task's check on plain values
-        _run_check(job, None, guarded, emit, enc)
+    if mode != "run":  # no candidate code here at all: the task's check, its canonical solution, plain values
+        _run_check(job, guarded, emit, enc)
         emit("END", True)
         return
     sys.addaudithook(_make_hook(flag, hide))
@@ -189,22 +187,7 @@ def run_harness(job, nonce, res_fd, hide):
         emit("L err " + enc(("NameError", f"entry point {job['entry']!r} is not defined", 0), 4096))
     if ok:
         emit("L ok")
-        if mode == "run":
-            for i, args in enumerate_(job["calls"]):
-                okc, value = guarded(f"R {i}", lambda a=args: fn(*a))
-                if okc:
-                    try:
-                        emit(f"R {i} ok {enc(value, limit)}")
-                    except nonplain_t as e:
-                        flag("hack: non-plain-return")
-                        emit(f"R {i} np {enc(str(e.args[0])[:80])}")
-                    except toolarge_t:
-                        emit(f"R {i} big")
-                        break  # the rest would not fit either: the budget is per job
-                    except BaseException as e:  # noqa: BLE001 - e.g. RecursionError on a deep value
-                        emit(err_line(f"R {i}", e, None))
-        else:
-            _run_check(job, fn, guarded, emit, enc)
+        _run_calls(job["calls"], fn, limit, guarded, emit, flag, enc, err_line)
     try:  # any process it started is its child (it is pid 1 of its own namespace): flagged, then
         waitpid(-1, wnohang)  # killed with the namespace when the job ends
         flag("hack: orphan-process")
@@ -223,34 +206,53 @@ def run_harness(job, nonce, res_fd, hide):
     emit("END", True)
 
 
-def _run_check(job, fn, guarded, emit, enc):
-    """record / replay: the task's own check() in a fresh namespace holding only the task's helpers.
+def _run_calls(calls, fn, limit, guarded, emit, flag, enc, err_line, enumerate_=enumerate, str_=str,
+               nonplain_t=NonPlain, toolarge_t=TooLarge):
+    """Call the entry point once per test; one ``R i ...`` line each. Runs after the candidate's
+    module code: every builtin it uses is a default argument, bound when the server started."""
+    for i, args in enumerate_(calls):
+        okc, value = guarded(f"R {i}", lambda a=args: fn(*a))
+        if not okc:
+            continue
+        try:
+            emit(f"R {i} ok {enc(value, limit)}")
+        except nonplain_t as e:
+            flag("hack: non-plain-return")
+            emit(f"R {i} np {enc(str_(e.args[0])[:80])}")
+        except toolarge_t:
+            emit(f"R {i} big")
+            break  # the rest would not fit either: the budget is per job
+        except BaseException as e:  # noqa: BLE001 - e.g. RecursionError on a deep value
+            emit(err_line(f"R {i}", e, None))
 
-    record: ``fn`` is the canonical solution; each call's arguments are reported (before the call,
-    which may mutate them). replay: ``fn`` is unused (the program is the task's helpers only); the
-    check gets the candidate's results, recorded in the parent, in order, and its arguments must be
-    the recorded ones (a check whose inputs depend on earlier results fails here, conservatively).
-    """
+
+def _run_check(job, guarded, emit, enc):
+    """record / replay: the task's own check() in a namespace made only of the task's canonical
+    program (its imports, helpers and entry point: a check that names the entry point gets the
+    canonical one). record: the check calls the canonical solution and each call's arguments are
+    reported (before the call, which may mutate them). replay: the check gets the candidate's
+    results, computed in another job, in order; its arguments must be the recorded ones (a check
+    whose inputs depend on earlier results fails here, conservatively)."""
     import random
 
     calls = [0]
     recorded, results = job.get("recorded", []), job.get("results", [])
+    ns = {"__name__": "check"}
 
     def recorder(*args):
-        emit("A " + enc(args, 1 << 20))
-        return fn(*args)
+        emit("A " + enc(args, 1 << 22))
+        return ns[job["entry"]](*args)
 
     def replayer(*args):
         i = calls[0]
         calls[0] += 1
-        if i >= len(recorded) or enc(args, 1 << 20) != recorded[i]:
+        if i >= len(recorded) or enc(args, 1 << 22) != recorded[i]:
             raise AssertionError(f"call {i + 1}: the check's inputs differ from the recorded ones")
         status, value = results[i]
         if status != "ok":
             raise AssertionError(f"call {i + 1}: the candidate {value}")
         return value
 
-    ns = {"__name__": "check"}
     ok, _ = guarded("W", lambda: exec(compile(job.get("helpers", ""), "<task>", "exec"), ns))  # noqa: S102
     if ok:
         ok, _ = guarded("W", lambda: exec(compile(job["check"], "<check>", "exec"), ns))  # noqa: S102

@@ -28,8 +28,8 @@ class LintStage:
     def run(self, ctx: StageContext, cfg: StageConfig) -> StageResult:
         select = ",".join(cfg.options.get("select", ["E9", "F"]))
         max_findings = max(1, int(cfg.options.get("max_findings", 5)))
-        # --isolated: no configuration file is read; --ignore-noqa: `# noqa` and `# ruff: noqa` in the
-        # candidate's own text cannot silence the findings it is scored on. A scrubbed environment:
+        # --isolated: no configuration file is read; --ignore-noqa: the candidate's own suppression
+        # comments (per line or file-level) cannot silence the findings it is scored on. A scrubbed environment:
         # no RUFF_* variable of the caller's changes the rules either.
         cmd = [_ruff(), "check", "--no-cache", "--isolated", "--ignore-noqa", "--select", select,
                "--output-format", "json", "--stdin-filename", "candidate.py", "-"]
