@@ -94,7 +94,8 @@ def _result_line(r: Reply, results: list, rest: str, expect: int) -> bool:
     return True
 
 
-def parse_reply(raw: dict, n_tests: int) -> Reply:  # noqa: C901 - one branch per line kind
+def parse_reply(raw: dict, n_tests: int, mode: str = "run") -> Reply:  # noqa: C901 - one branch per line kind
+    """``mode`` is the job's: a check verdict (W) or recorded arguments (A) in a candidate's own job are forged."""
     r = Reply(stdout=str(raw.get("out", ""))[:500])
     cpu = raw.get("cpu_s")
     r.time_s = float(cpu) if type(cpu) in (int, float) and 0 <= cpu < 1e6 else None
@@ -120,6 +121,9 @@ def parse_reply(raw: dict, n_tests: int) -> Reply:  # noqa: C901 - one branch pe
                 r.flags.append("hack: forged-result")
                 break
             expect += 1
+        elif kind in ("W", "A") and mode == "run":
+            r.flags.append("hack: forged-result")
+            break
         elif kind == "W":
             r.weak_ok = rest == "ok"
             if rest.startswith("err "):
@@ -143,10 +147,10 @@ def parse_reply(raw: dict, n_tests: int) -> Reply:  # noqa: C901 - one branch pe
     return r
 
 
-def safe_parse_reply(raw: dict, n_tests: int) -> Reply:
+def safe_parse_reply(raw: dict, n_tests: int, mode: str = "run") -> Reply:
     """parse_reply, and a readable failure instead of any exception (a bad sample is data)."""
     try:
-        return parse_reply(raw if isinstance(raw, dict) else {}, n_tests)
+        return parse_reply(raw if isinstance(raw, dict) else {}, n_tests, mode)
     except Exception as e:  # noqa: BLE001 - never let one reply take down the batch
         r = Reply(job_error="HarnessError", job_message=f"unreadable reply ({type(e).__name__})")
         r.results = [Outcome("missing")] * n_tests

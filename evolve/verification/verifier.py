@@ -168,7 +168,7 @@ class Verifier:
             return
         jobs = [self._job(t, "", [], mode="record", check=t.check_code, helpers=self.plan(t).helpers) for t in todo]
         for t, raw in zip(todo, self.sandbox.run(jobs), strict=True):
-            p, reply = self.plan(t), safe_parse_reply(raw, 0)
+            p, reply = self.plan(t), safe_parse_reply(raw, 0, "record")
             try:
                 calls = [decode(a, 1 << 22) for a in reply.recorded]
             except ValueError:
@@ -181,6 +181,9 @@ class Verifier:
 
     def _replay(self, pairs, plans: list[_Plan], replies: list[Reply]) -> None:
         """Run the recorded checks on the candidates' plain results (no candidate code in those jobs)."""
+        for p, reply in zip(plans, replies, strict=True):
+            if p.check:
+                reply.weak_ok = False  # only a replay job's verdict counts
         idx = [i for i, p in enumerate(plans) if p.check and not p.bad_input and replies[i].load_error is None
                and not replies[i].flags]
         if not idx:
@@ -188,7 +191,7 @@ class Verifier:
         jobs = [self._job(pairs[i][0], "", [], mode="replay", check=plans[i].check, helpers=plans[i].helpers,
                           recorded=plans[i].recorded, results=_replay_results(replies[i])) for i in idx]
         for i, raw in zip(idx, self.sandbox.run(jobs), strict=True):
-            check = safe_parse_reply(raw, 0)
+            check = safe_parse_reply(raw, 0, "replay")
             replies[i].weak_ok = bool(check.weak_ok)
             replies[i].weak_error = check.weak_error or (None if check.weak_ok else (
                 check.job_error or "CheckError", check.job_message or "the replayed check did not finish", 0))
