@@ -114,7 +114,8 @@ def test_lint_and_perf_stages(tmp_path):
         assert names and not [s for s in r.stages if s.name == "lint"][0].passed
         assert r.passed  # lint is optional: it costs reward, not the verdict
         assert r.reward < 1.0
-        slow = "    import time\n    time.sleep(0.05)\n    return 2 * x\n"
+        # CPU time, measured by the server: a busy loop is slow, a sleep is not (wall time is the timeout's)
+        slow = "    n = 0\n    for i in range(300000):\n        n += i\n    return 2 * x\n"
         r = v.verify(TASK, slow)
         perf = [s for s in r.stages if s.name == "perf"][0]
         assert not perf.passed and perf.error_class == "TooSlow"

@@ -312,6 +312,7 @@ class ForkServer:
 
     def _run_once(self, jobs: list[dict]) -> list[dict | None]:
         if self._proc is not None and self._proc.popen.poll() is not None:
+            self.restarts += 1  # it died between batches
             self._proc.kill()
             self._proc = None
         self.ready()
