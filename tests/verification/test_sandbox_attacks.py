@@ -268,7 +268,7 @@ def test_weaker_isolation_only_when_asked_with_a_warning_naming_what_is_missing(
     monkeypatch.setattr(view, "have_bwrap", lambda: False)  # as on a machine without bubblewrap
     monkeypatch.setattr(client, "_warned", set())
     with pytest.raises(client.SandboxUnavailable, match="bubblewrap") as e:
-        Verifier(None, jobs=1).isolation
+        _ = Verifier(None, jobs=1).isolation
     assert "\n" not in str(e.value)
     with pytest.warns(RuntimeWarning, match="weaker isolation 'seccomp' because bwrap.seccomp: bubblewrap"):
         with Verifier(None, jobs=1, allow_weak=True) as v:

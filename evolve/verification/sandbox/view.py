@@ -2,8 +2,8 @@
 interpreter, its standard library and the system libraries) and the isolation levels.
 
 Nothing of the project, the virtualenv, the task files, /etc, /home or /root is visible: the
-harness source travels on the command line, the seccomp filter as bytes in the config. The view
-is read-only except a private /tmp per job (each job mounts its own tmpfs there).
+harness source travels on the command line, the seccomp filter as bytes in the config. The whole
+view is read-only: a job can write no file anywhere (an empty /tmp exists for programs that look).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def _python_paths() -> tuple[list[str], list[str]]:
     return binds, masks
 
 
-def bwrap_command(tmp_size: int) -> list[str]:
+def bwrap_command() -> list[str]:
     """bwrap ... -- (the caller appends the interpreter command)."""
     cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--uid", "65534", "--gid", "65534",
            # Inside the sandbox's own user namespace only: the server clones each job into fresh pid,
@@ -67,8 +67,9 @@ def bwrap_command(tmp_size: int) -> list[str]:
     cmd += ["--dir", "/dev"]
     for dev in ("null", "zero", "full", "random", "urandom"):
         cmd += ["--dev-bind", f"/dev/{dev}", f"/dev/{dev}"]
-    cmd += ["--proc", "/proc", "--size", str(tmp_size), "--tmpfs", "/tmp", "--remount-ro", "/", "--chdir", "/",
-            "--"]
+    # No /proc at all (nothing of the server or of other jobs to look at) and no writable place: /tmp
+    # is an empty folder of the read-only root, so no job can leave a file for another.
+    cmd += ["--dir", "/tmp", "--remount-ro", "/", "--chdir", "/", "--"]
     return cmd
 
 
