@@ -157,6 +157,7 @@ def add(a, b):
     return a - b
 ''',
 }
+SLOW = "def add(a, b):\n    n = 0\n    for i in range(400000):\n        n += i\n    return a + b\n"
 SLOW_FORGED_TIME = _NONCE + '''
 def add(a, b):
     n = 0
@@ -289,6 +290,7 @@ BLOWUPS = {
     "many keys": "def add(a, b):\n    return {i: i for i in range(300000)}\n",
     "nan": "def add(a, b):\n    return float('nan')\n",
     "complex": "def add(a, b):\n    return complex(a + b, 1)\n",
-    "junk on the result fd": "import os\ndef add(a, b):\n    os.write(3, b'\\xff' * (6 << 20))\n    return a + b\n",
+    "junk on the result fd": "import os\ndef add(a, b):\n    n = 0\n    while n < 6 << 20:\n"
+                             "        n += os.write(3, b'\\xff' * (1 << 20))\n    return a + b\n",
     "junk on stdout": "def add(a, b):\n    print('y' * (4 << 20))\n    return a + b\n",
 }

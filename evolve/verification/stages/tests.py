@@ -102,7 +102,7 @@ class TestStage:
             return TestFailure(self.name, "OutputLimit", f"{call} returned a result over the size limit", call,
                                _expect_text(test), "<too large>")
         if out.status == "np":
-            return TestFailure(self.name, "hack", f"{call} returned a non-plain {out.error[1]} object", call,
+            return TestFailure(self.name, "hack", f"{call} returned a non-plain value ({out.error[1]})", call,
                                _expect_text(test), f"<{out.error[1]}>")
         if out.status == "err":
             name, msg, line = out.error
