@@ -6,8 +6,11 @@ server must still start inside bubblewrap rather than silently fall back to weak
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -26,3 +29,34 @@ def _bwrap_works() -> bool:
 def test_full_isolation_is_used_where_bubblewrap_works():
     with Verifier(jobs=1) as v:
         assert v.isolation == "bwrap+seccomp"
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _evolve(args: list[str], path: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": path, "PYTHONPATH": str(REPO)}
+    return subprocess.run([str(REPO / ".venv" / "bin" / "evolve"), *args], capture_output=True, text=True,
+                          env=env, timeout=timeout, cwd=REPO)
+
+
+def test_the_loop_refuses_weak_isolation_unless_asked_and_records_the_level(tmp_path):
+    """No bubblewrap on PATH: `evolve run` stops in one line before creating the run; with
+    --allow-weak-sandbox it runs, and `evolve runs` / `evolve show` report the level it ran at."""
+    bins = tmp_path / "bin"
+    bins.mkdir()
+    (bins / "git").symlink_to(shutil.which("git"))
+    db = f"sqlite:///{tmp_path / 'l.db'}"
+    run = ["run", "--config", "configs/ci.toml", "--generations", "0", "--db", db, "--name", "weak"]
+    p = _evolve(run, str(bins))
+    lines = [ln for ln in p.stderr.splitlines() + p.stdout.splitlines() if ln.startswith("error")]
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert len(lines) == 1 and "bubblewrap (bwrap) is not installed" in lines[0], p.stderr[-2000:]
+    listed = _evolve(["runs", "--db", db, "--json"], str(bins))
+    assert listed.returncode != 0 or json.loads(listed.stdout) == []  # nothing was written
+    p = _evolve([*run, "--allow-weak-sandbox"], str(bins))
+    assert p.returncode == 0, p.stderr[-2000:]
+    rows = json.loads(_evolve(["runs", "--db", db, "--json"], str(bins)).stdout)
+    assert [r["verifier_isolation"] for r in rows] == ["seccomp"]
+    shown = json.loads(_evolve(["show", "weak:0", "--db", db, "--json"], str(bins)).stdout)
+    assert shown["verifier_isolation"] == "seccomp"

@@ -129,9 +129,12 @@ def test_write_outside_tmp_is_blocked_and_flagged(verifier, add_task, tmp_path):
     assert not os.path.exists("/etc/evolve-pwned")
 
 
-def test_writing_in_tmp_is_allowed(verifier, add_task):
-    body = "def add(a, b):\n    open('scratch.txt', 'w').write(str(a + b))\n    return int(open('scratch.txt').read())\n"
-    assert verifier.verify(add_task, body).passed
+def test_no_file_can_be_written_anywhere(verifier, add_task):
+    # The view is read-only everywhere (no job can leave a file for another): a scratch file fails.
+    body = "def add(a, b):\n    open('scratch.txt', 'w').write(str(a + b))\n    return a + b\n"
+    r = verifier.verify(add_task, body)
+    assert not r.passed and "Read-only file system" in r.trace, r.trace
+    _check_next_job_ok(verifier, add_task)
 
 
 def test_reading_test_files_is_flagged_and_masked(tmp_path, add_task):
