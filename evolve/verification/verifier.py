@@ -149,16 +149,27 @@ class Verifier:
             programs.append(program)
             jobs.append(self._job(task, program, [] if p.bad_input else p.calls))
         raws = self.sandbox.run(jobs)
-        replies = [safe_parse_reply(raw, len(p.calls)) for raw, p in zip(raws, plans, strict=True)]
-        self._replay(pairs, plans, replies)
-        out = []
-        for (task, completion), p, program, raw, reply in zip(pairs, plans, programs, raws, replies, strict=True):
-            t0 = time.perf_counter()
-            res = self._result(task, completion, program, p, reply, baselines.get(id(task)))
-            wall = raw.get("wall", 0.0) if isinstance(raw, dict) else 0.0
-            res.duration_s = float(wall if type(wall) is float else 0.0) + (time.perf_counter() - t0)
-            out.append(res)
+        out: list[VerifyResult | None] = [None] * len(pairs)
+        # Decoded results live one sample at a time (a sample's values can be ~1 MiB of text, many
+        # times that decoded); only record/replay samples keep theirs until the replayed check ran.
+        held: dict[int, Reply] = {}
+        for i, (p, raw) in enumerate(zip(plans, raws, strict=True)):
+            reply = safe_parse_reply(raw, len(p.calls))
+            if p.check:
+                held[i] = reply
+            else:
+                out[i] = self._finish(pairs[i], p, programs[i], raw, reply, baselines)
+        self._replay(pairs, plans, held)
+        for i, reply in held.items():
+            out[i] = self._finish(pairs[i], plans[i], programs[i], raws[i], reply, baselines)
         return out
+
+    def _finish(self, pair, plan: _Plan, program: str, raw, reply: Reply, baselines: dict) -> VerifyResult:
+        t0 = time.perf_counter()
+        res = self._result(pair[0], pair[1], program, plan, reply, baselines.get(id(pair[0])))
+        wall = raw.get("wall", 0.0) if isinstance(raw, dict) else 0.0
+        res.duration_s = float(wall if type(wall) is float else 0.0) + (time.perf_counter() - t0)
+        return res
 
     def _ensure_recorded(self, tasks: list[Task]) -> None:
         """Record, once per task, the arguments its own check() passes to the canonical solution."""
@@ -179,13 +190,11 @@ class Verifier:
                 continue
             p.calls, p.recorded = calls, list(reply.recorded)
 
-    def _replay(self, pairs, plans: list[_Plan], replies: list[Reply]) -> None:
+    def _replay(self, pairs, plans: list[_Plan], replies: dict[int, Reply]) -> None:
         """Run the recorded checks on the candidates' plain results (no candidate code in those jobs)."""
-        for p, reply in zip(plans, replies, strict=True):
-            if p.check:
-                reply.weak_ok = False  # only a replay job's verdict counts
-        idx = [i for i, p in enumerate(plans) if p.check and not p.bad_input and replies[i].load_error is None
-               and not replies[i].flags]
+        for reply in replies.values():
+            reply.weak_ok = False  # only a replay job's verdict counts
+        idx = [i for i, r in replies.items() if not plans[i].bad_input and r.load_error is None and not r.flags]
         if not idx:
             return
         jobs = [self._job(pairs[i][0], "", [], mode="replay", check=plans[i].check, helpers=plans[i].helpers,

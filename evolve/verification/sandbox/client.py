@@ -51,7 +51,7 @@ class SandboxConfig:
     isolation: str = "auto"  # "auto" (= bwrap+seccomp or refuse), "bwrap", "seccomp", "rlimits"
     allow_weak: bool = False  # under "auto": fall back to a weaker level (with a warning) instead of refusing
     out_cap: int = 1 << 20  # bytes of stdout+stderr before the job is killed (first 2 KiB kept)
-    res_cap: int = 2 << 20  # bytes of results per job (each value is also capped inside the job)
+    res_cap: int = 1 << 20  # bytes of results per job (each value is also capped inside the job)
     fsize: int = 16 << 20  # RLIMIT_FSIZE: largest file a job may write in its tmp
     tmp_size: int = 64 << 20  # size of each job's private tmpfs
     drop_uid: bool = True  # fallback without namespaces, as root: run jobs as uid 65534 where possible
