@@ -60,3 +60,33 @@ def test_the_loop_refuses_weak_isolation_unless_asked_and_records_the_level(tmp_
     assert [r["verifier_isolation"] for r in rows] == ["seccomp"]
     shown = json.loads(_evolve(["show", "weak:0", "--db", db, "--json"], str(bins)).stdout)
     assert shown["verifier_isolation"] == "seccomp"
+
+
+VIEW = """import os, sysconfig
+def f(i):
+    if i == 0:
+        return sorted(set(os.listdir("/")) - {"usr", "lib", "lib64", "lib32", "libx32", "bin", "sbin", "etc", "dev",
+                                              "tmp", "root"})
+    if i == 1:
+        return sorted(os.listdir("/dev"))
+    if i == 2:
+        return [p for p in ("/proc/self", "/etc/shadow", "/etc/passwd", "/home", %(repo)r) if os.path.exists(p)]
+    if i == 3:
+        return os.listdir("/tmp") + os.listdir("/usr/local") + os.listdir(sysconfig.get_paths()["purelib"])
+    if i == 4:
+        return [p for p in ("/", "/tmp", "/dev", "/usr") if os.access(p, os.W_OK)]
+    if i == 5:
+        return os.getpid()
+    return sorted(os.listdir("/etc"))
+"""
+
+
+def test_the_view_holds_only_the_interpreter_and_system_libraries():
+    """What a job sees, checked from inside: each probe's expected value is the claim in docs/sandbox.md."""
+    from evolve.verification import Task, TestCase
+
+    expect = [[], ["full", "null", "random", "urandom", "zero"], [], [], [], 1, ["ld.so.cache"]]
+    task = Task("view", "", "f", hidden_tests=tuple(TestCase((i,), e) for i, e in enumerate(expect)))
+    with Verifier(jobs=1) as v:
+        r = v.verify(task, VIEW % {"repo": str(REPO)})
+    assert r.passed, r.trace

@@ -9,6 +9,7 @@ import os
 import sys
 import time
 
+import hostcheck as H
 import pytest
 
 from evolve.verification import Task, TestCase
@@ -99,11 +100,13 @@ def test_daemon_that_outlives_the_job_is_killed_and_flagged(add_task):
         body = ("import _posixsubprocess, os\n"
                 "def add(a, b):\n"
                 "    r, w = os.pipe()\n"
-                "    _posixsubprocess.fork_exec([b'/bin/sleep', b'30'], [b'/bin/sleep'], True, (), None, None,\n"
+                "    _posixsubprocess.fork_exec([b'/bin/sleep', b'30.75'], [b'/bin/sleep'], True, (), None, None,\n"
                 "        -1, -1, -1, -1, -1, -1, r, w, True, False, -1, None, None, None, -1, None, False)\n"
                 "    return a + b\n")
         r = v.verify(add_task, body)
         assert "hack: orphan-process" in r.hack_flags and not r.passed, (r.hack_flags, r.trace)
+        time.sleep(0.2)
+        assert not H.strays(b"30.75")  # it died with the job's pid namespace
         assert v.verify(add_task, GOOD).passed
 
 

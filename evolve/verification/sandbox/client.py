@@ -32,6 +32,7 @@ _BOOT = "import sys;exec(compile(sys.argv[1],'<evolve-harness>','exec'))"
 _KEEP_OUT = 2048  # bytes of a job's stdout/stderr kept for its trace
 _CTL_MAX = 1 << 16  # longest control line the server may send
 _warned: set[str] = set()
+SLOTS_PER_JOB = 3  # slots (each with a clean job process waiting) per concurrent job
 
 
 class SandboxUnavailable(EvolveError):
@@ -166,7 +167,7 @@ class ForkServer:
             return None, "bubblewrap (bwrap) is not installed"
         # Per job: one running, and two forked ahead, clean, waiting: a job's exit (the kernel tearing
         # down its namespaces, an RCU grace period) overlaps the next jobs instead of delaying them.
-        n_slots = 3 * c.jobs
+        n_slots = SLOTS_PER_JOB * c.jobs
         slots_child, slots_parent = [], []
         for _ in range(n_slots):
             (pr, pw), (rr, rw), (orr, ow) = _pipe(big=True), _pipe(), _pipe()

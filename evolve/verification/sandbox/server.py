@@ -14,12 +14,14 @@ Control (newline-delimited JSON): parent -> server on ``ctl_r``: {"run": slot, "
 {"ready": true, ...} once, {"done": slot, "id": n|null, "exit", "signal", "timeout", "why",
 "cpu_s", "wall_s"} per ended child, and {"stats": {...}} when ``ctl_r`` closes.
 
-Each job child is cloned into its own pid, mount and IPC namespaces when the server may (under
-bubblewrap it holds CAP_SYS_ADMIN inside the sandbox's user namespace, as root it has it anyway):
-it is pid 1 of a namespace with nothing else in it, so it can address no other process, and
-every process it might start dies with it. It mounts a private tmpfs on /tmp and an empty one
-over /proc, drops every capability, sets no_new_privs and loads the seccomp filter the parent
-compiled, and only then reads its payload.
+Each slot's process is a *keeper* (a plain fork of the server) that makes a new pid and IPC
+namespace (plus a mount namespace in the fallback without bubblewrap) and forks the job into it,
+then waits: creating and tearing down a pid namespace sleeps in the kernel for milliseconds here,
+and the keeper takes that off the server's loop. The job is pid 1 of a namespace with nothing
+else in it, so it can address no other process, and every process it might start dies with it.
+It drops every capability, sets no_new_privs and loads the seccomp filter the parent compiled,
+and only then reads its payload. (Under bubblewrap the server holds CAP_SYS_ADMIN inside the
+sandbox's user namespace only, to make those namespaces; as root it has it anyway.)
 """
 
 import os
@@ -35,8 +37,7 @@ _CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 1, 2, 4, 8, 16384, 1 << 18
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP = 1, 4, 38, 22
 _PR_SET_CHILD_SUBREAPER = 36
-_SYS = {"x86_64": {"clone": 56, "capset": 126, "mount_setattr": 442},
-        "aarch64": {"clone": 220, "capset": 91, "mount_setattr": 442}}
+_SYS = {"x86_64": {"capset": 126, "mount_setattr": 442}, "aarch64": {"capset": 91, "mount_setattr": 442}}
 
 
 class _Kernel:
@@ -53,7 +54,8 @@ class _Kernel:
         self.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
         self.syscall = libc.syscall
         self.syscall.restype = ctypes.c_long
-        self.api = ctypes.pythonapi
+        self.unshare_fn = libc.unshare
+        self.unshare_fn.argtypes = [ctypes.c_int]
         self.nr = _SYS.get(os.uname().machine, {})
         self.hdr = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
         self.caps = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable x 2: all zero
@@ -73,22 +75,9 @@ class _Kernel:
         e = self.c.get_errno()
         return OSError(e, f"{what}: {os.strerror(e)}")
 
-    def clone(self, flags):
-        """fork() into new namespaces: os.fork's own before/after hooks around a raw clone."""
-        import signal
-
-        api = self.api
-        api.PyOS_BeforeFork()
-        pid = self.syscall(self.nr["clone"], self.c.c_ulong(flags | signal.SIGCHLD), self.c.c_ulong(0),
-                           None, None, self.c.c_ulong(0))
-        if pid == 0:
-            api.PyOS_AfterFork_Child()
-        else:
-            err = self.err("clone")
-            api.PyOS_AfterFork_Parent()
-            if pid < 0:
-                raise err
-        return pid
+    def unshare(self, flags):
+        if self.unshare_fn(flags) != 0:
+            raise self.err("unshare")
 
     def mount_fs(self, src, target, fstype, flags, data):
         if self.mount(src, target, fstype, flags, data) != 0:
@@ -152,8 +141,7 @@ def _isolate(cfg, k, in_ns):
         if os.path.isdir("/dev/shm"):
             kern.mount_fs(b"tmpfs", b"/dev/shm", b"tmpfs", flags | _MS_RDONLY, b"size=4096")
         os.chdir("/tmp")
-    else:
-        os.setsid()  # own process group: the server kills the whole group
+    else:  # no namespaces: the keeper's process group is the job's (the server kills the group)
         work = f"{cfg['tmp']}/evolve-job-{os.urandom(12).hex()}"
         os.mkdir(work, 0o700)
         os.chdir(work)
@@ -195,6 +183,57 @@ def _child(k, cfg, in_ns):
         os._exit(0)
 
 
+def _ns_flags(cfg):
+    # Under bubblewrap no mount namespace per job: mounting (and the kernel tearing the mounts down
+    # at exit) halved throughput here, and the view is read-only anyway.
+    return _CLONE_NEWPID | _CLONE_NEWIPC | (0 if cfg.get("in_bwrap") else _CLONE_NEWNS)
+
+
+def _keeper(k, cfg, ns):
+    """Between the server and one job: it makes the job's namespaces and waits for the job, so that
+    creating and tearing down a pid namespace (milliseconds asleep in the kernel here) never holds up
+    the server's loop. It exits with the job's status (128 + signal if killed); wait4 on it gives the
+    job's CPU time too. It holds no job data and no pipe once the job is forked."""
+    code = 120
+    try:
+        kern = cfg["_kernel"]
+        os.setsid()  # the server kills this group: the keeper and its job
+        if cfg["_subreaper"]:
+            kern.prctl(_PR_SET_PDEATHSIG, 9, None, 0, 0)
+        if ns:
+            try:
+                kern.unshare(_ns_flags(cfg))
+            except OSError:
+                os._exit(121)  # never run a job with less isolation than the server reported
+        pid = os.fork()
+        if pid == 0:
+            _child(k, cfg, ns)
+        os.closerange(3, 1 << 16)
+        while True:
+            try:
+                _, st = os.waitpid(pid, 0)
+                break
+            except InterruptedError:
+                continue
+        code = os.WEXITSTATUS(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st)
+    except BaseException:  # noqa: BLE001
+        pass
+    os._exit(code)
+
+
+def _ns_available(cfg):
+    """Whether a keeper can make new pid/IPC namespaces here (probed once, in a throwaway child)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            cfg["_kernel"].unshare(_ns_flags(cfg))
+            os._exit(0)
+        except BaseException:  # noqa: BLE001
+            os._exit(1)
+    _, st = os.waitpid(pid, 0)
+    return os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0
+
+
 class _Slot:
     __slots__ = ("pid", "pidfd", "id", "deadline", "t0", "timeout", "why", "dir")
 
@@ -222,7 +261,7 @@ class _Server:
         self.ctl_r, self.ctl_w = cfg["ctl_r"], cfg["ctl_w"]
         self.slots = [_Slot() for _ in cfg["slots"]]
         self.by_pidfd, self.inbuf, self.open = {}, b"", True
-        self.ns = bool(cfg.get("ns")) and "clone" in kern.nr
+        self.ns = bool(cfg.get("ns")) and _ns_available(cfg)
         import gc
 
         gc.freeze()  # what exists now is never traversed by a job's collector: fewer copy-on-write faults
@@ -235,19 +274,9 @@ class _Server:
             data = data[os.write(self.ctl_w, data):]
 
     def _spawn(self, k):
-        pid = None
-        if self.ns:
-            # Under bubblewrap no mount namespace per job: mounting (and the kernel tearing the
-            # mounts down at exit) halved throughput here, and the view is read-only anyway.
-            flags = _CLONE_NEWPID | _CLONE_NEWIPC | (0 if self.cfg.get("in_bwrap") else _CLONE_NEWNS)
-            try:
-                pid = self.cfg["_kernel"].clone(flags)
-            except OSError:
-                self.ns = False  # no CAP_SYS_ADMIN here: plain fork (reported in the hello line)
-        if pid is None:
-            pid = os.fork()
+        pid = os.fork()
         if pid == 0:
-            _child(k, self.cfg, self.ns)
+            _keeper(k, self.cfg, self.ns)
         s = self.slots[k]
         s.pid, s.id, s.deadline, s.timeout, s.why = pid, None, None, False, None
         s.pidfd = os.pidfd_open(pid)
@@ -307,12 +336,15 @@ class _Server:
             pid, st, ru = s.pid, 0, None
         if pid == 0:
             return
-        outlived = not self.ns and _kill(s.pid)  # its group outlived it (only possible without a pid ns)
+        outlived = not self.ns and _kill(s.pid)  # its group outlived it (possible only without a pid ns)
         del self.by_pidfd[s.pidfd]
         os.close(s.pidfd)
+        code = os.WEXITSTATUS(st) if os.WIFEXITED(st) else None
+        if code == 121:
+            raise SystemExit("evolve sandbox: a keeper could not make the job's namespaces")
+        sig = os.WTERMSIG(st) if os.WIFSIGNALED(st) else (code - 128 if code is not None and code > 128 else None)
         if s.id is not None:
-            self.send({"done": k, "id": s.id, "exit": os.WEXITSTATUS(st) if os.WIFEXITED(st) else None,
-                       "signal": os.WTERMSIG(st) if os.WIFSIGNALED(st) else None, "timeout": s.timeout,
+            self.send({"done": k, "id": s.id, "exit": code if sig is None else None, "signal": sig, "timeout": s.timeout,
                        "why": s.why, "orphans": bool(outlived), "cpu_s": (ru.ru_utime + ru.ru_stime) if ru else None,
                        "wall_s": time.monotonic() - s.t0})
         if not self.ns:
