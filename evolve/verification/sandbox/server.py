@@ -5,9 +5,9 @@ codec.py + harness.py + this file, concatenated, run as ``python -s -S -B -P -c 
 package. The server stays tiny (no torch, no numpy) and **never holds any job's data**: it never
 reads a source, an argument or a result. Each of its ``slots`` owns three pipes made by the
 parent: payload (parent -> job), results and output (job -> parent). The server keeps one clean
-child per slot forked ahead (a zygote copy that knows nothing of any job); that child isolates
+job process per slot forked ahead (a copy of a server that knows nothing of any job); it isolates
 itself, then reads its own job's payload from the slot's pipe and closes it. When the job ends the
-server reaps it, reports, and forks the slot's next child.
+server reaps it, reports, and forks the slot's next one.
 
 Control (newline-delimited JSON): parent -> server on ``ctl_r``: {"run": slot, "id": n,
 "timeout": s} and {"kill": slot, "id": n, "why": str}; server -> parent on ``ctl_w``:
