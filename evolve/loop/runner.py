@@ -23,7 +23,7 @@ from evolve.loop.recording import BufferRecorder
 from evolve.loop.rollouts import PENDING_WEIGHTS, heldout_metrics, roll_out, verify
 from evolve.loop.state import LoopState, SamplerState, read_state_folder, store_state
 from evolve.prompt.candidate import Candidate
-from evolve.util.repro import restore_rng_state, seed_everything
+from evolve.util.repro import seed_everything
 
 
 @dataclass
@@ -138,10 +138,18 @@ def commit_outcome(session: Session, gid: int, out: Outcome, parent_weights: str
 
 def initial_generation(session: Session) -> tuple[int, str, dict, LoopState]:
     """Generation 0: the seed prompt on the base weights, evaluated on held-out tasks."""
-    ctx, cfg = session.ctx, session.ctx.config
+    cfg = session.ctx.config
     seeds = GenerationSeeds.derive(cfg.seed, 0)
-    seed_everything(cfg.seed)
     gid = session.store.begin_generation(session.run, None, seeds.to_dict())
+    out = initial_outcome(session.ctx, seeds)
+    _pv, wv = commit_outcome(session, gid, out, None)
+    return gid, wv, out.metrics, out.loop_state
+
+
+def initial_outcome(ctx: LoopContext, seeds: GenerationSeeds) -> Outcome:
+    """What generation 0 computes (replay runs it too): held-out rollouts of the seed prompt."""
+    cfg = ctx.config
+    seed_everything(cfg.seed)
     prompt = ctx.evolver.current()
     out = Outcome(index=0, seeds=seeds, prompt=prompt)
     t0 = time.perf_counter()
@@ -153,8 +161,7 @@ def initial_generation(session: Session) -> tuple[int, str, dict, LoopState]:
     out.timings = {"heldout": time.perf_counter() - t0}
     out.loop_state = LoopState(sampler=SamplerState(seed=cfg.seed))
     out.loop_state.heldout_history.append(out.metrics["heldout"]["pass@1"])
-    _pv, wv = commit_outcome(session, gid, out, None)
-    return gid, wv, out.metrics, out.loop_state
+    return out
 
 
 def run_generations(session: Session, parent_gid: int, parent_wv: str, parent_metrics: dict,
@@ -165,9 +172,11 @@ def run_generations(session: Session, parent_gid: int, parent_wv: str, parent_me
         if cfg.max_rollouts is not None and state.rollouts_spent >= cfg.max_rollouts:
             session.say(f"rollout budget spent ({state.rollouts_spent} >= {cfg.max_rollouts}); stopping")
             break
+        t_begin = time.perf_counter()
         index = next_index(session.store, session.run)
         seeds = GenerationSeeds.derive(cfg.seed, index)
         gid = session.store.begin_generation(session.run, parent_gid, seeds.to_dict())
+        begin_s = time.perf_counter() - t_begin
         if session.store.get_generation(gid).index != index:
             raise EvolveError(f"run {session.run} is being written by another process")
         seed_everything(seeds.sample)
@@ -175,6 +184,7 @@ def run_generations(session: Session, parent_gid: int, parent_wv: str, parent_me
         out = run_generation(session.ctx, state, index, seeds, parent_wv, parent_metrics.get("heldout"),
                              progress=on_generation and (lambda phase, i=index: on_generation(i, phase, None)))
         out.timings["total"] = time.perf_counter() - t0
+        out.timings["lineage_begin"] = begin_s  # bookkeeping, like "commit" and the store's "commit_verify"
         _pv, wv = commit_outcome(session, gid, out, parent_wv)
         if on_generation:
             on_generation(index, "done", out)
@@ -201,16 +211,16 @@ def materialize_state(store, run: str, generation) -> tuple[Path, tempfile.Tempo
 
 
 def session_from_generation(store, run_row, generation, say, recorder=None) -> tuple[Session, LoopState, object]:
-    """Rebuild the full state of a committed generation (weights, optimizer, RNG, sampler, prompts)."""
+    """Rebuild the full state of a committed generation (weights, optimizer, sampler, prompts).
+    No RNG state is restored: the next generation reseeds from its derived seeds."""
     if generation.status != "committed":
         raise EvolveError(f"generation {run_row.name}:{generation.index} is {generation.status}, not committed")
     config = run_row.config
     cfg = LoopConfig.from_dict(config["loop"], source=f"run {run_row.name}")
     folder, tmp = materialize_state(store, run_row.name, generation)
-    prompt_state, loop_state, rng_blob = read_state_folder(folder)
+    prompt_state, loop_state = read_state_folder(folder)
     session = build_session(store, run_row.name, cfg, config["policy_spec"], config["seed_prompt"],
                             folder / "policy", prompt_state, recorder or BufferRecorder(), say)
-    restore_rng_state(rng_blob)
     return session, loop_state, tmp
 
 
