@@ -302,13 +302,17 @@ class LineageStore:
                 raise LineageError(f"generation {gid} changed while committing")
         return self.get_generation(gid)
 
-    def fail_generation(self, gid: int, error: str) -> None:
-        """Mark a pending generation failed (kept for the record; never resumed from)."""
+    def fail_generation(self, gid: int, error: str, phase: str | None = None, summary: str | None = None) -> None:
+        """Mark a pending generation failed (kept for the record; never resumed from). ``error`` may
+        hold a traceback after its first line; ``phase`` and the one-line ``summary`` go into its
+        metrics as ``failed``, so `lineage` and `show` can say where it died."""
         from evolve.lineage.models import Generation
 
+        first = summary or (str(error).splitlines() or [""])[0]
         with self._session.begin() as s:
             s.execute(update(Generation).where(Generation.id == gid, Generation.status == "pending")
-                      .values(status="failed", error=str(error)[:10000]))
+                      .values(status="failed", error=str(error)[:10000],
+                              metrics={"failed": {"phase": phase, "error": first[:500]}}))
 
     def discard_pending(self, run_name: str) -> int:
         """Delete the run's pending generations with their rollouts and lm calls; returns how many."""

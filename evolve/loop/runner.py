@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import tempfile
 import time
+import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -141,9 +143,42 @@ def initial_generation(session: Session) -> tuple[int, str, dict, LoopState]:
     cfg = session.ctx.config
     seeds = GenerationSeeds.derive(cfg.seed, 0)
     gid = session.store.begin_generation(session.run, None, seeds.to_dict())
-    out = initial_outcome(session.ctx, seeds)
-    _pv, wv = commit_outcome(session, gid, out, None)
+    phase = Phase(None, 0, "heldout")
+    with failing_marks_failed(session, gid, 0, phase):
+        out = initial_outcome(session.ctx, seeds)
+        phase("commit")
+        _pv, wv = commit_outcome(session, gid, out, None)
     return gid, wv, out.metrics, out.loop_state
+
+
+class Phase:
+    """The phase a generation is in (the controller reports each one), forwarded to the status line."""
+
+    def __init__(self, on_generation, index: int, name: str = "select") -> None:
+        self.on_generation, self.index, self.name = on_generation, index, name
+
+    def __call__(self, name: str) -> None:
+        self.name = name
+        if self.on_generation is not None and name != "commit":
+            self.on_generation(self.index, name, None)
+
+
+@contextmanager
+def failing_marks_failed(session: Session, gid: int, index: int, phase: Phase):
+    """Errors are data: a generation that raises is marked failed, with its one-line error and the
+    phase it died in, and the run stops with that one line (the traceback stays in the record)."""
+    try:
+        yield
+    except (KeyboardInterrupt, SystemExit):
+        raise  # an interrupted generation stays pending and is discarded on resume
+    except Exception as e:
+        line = f"{type(e).__name__}: {' '.join(str(e).split())}"[:500]
+        detail = line if isinstance(e, EvolveError) else f"{line}\n{traceback.format_exc()}"
+        try:
+            session.store.fail_generation(gid, detail, phase=phase.name, summary=line)
+        except Exception:  # noqa: BLE001 - the database may be what failed; the line below still says why
+            pass
+        raise EvolveError(f"generation {session.run}:{index} failed in {phase.name}: {line}") from None
 
 
 def initial_outcome(ctx: LoopContext, seeds: GenerationSeeds) -> Outcome:
@@ -181,11 +216,14 @@ def run_generations(session: Session, parent_gid: int, parent_wv: str, parent_me
             raise EvolveError(f"run {session.run} is being written by another process")
         seed_everything(seeds.sample)
         t0 = time.perf_counter()
-        out = run_generation(session.ctx, state, index, seeds, parent_wv, parent_metrics.get("heldout"),
-                             progress=on_generation and (lambda phase, i=index: on_generation(i, phase, None)))
-        out.timings["total"] = time.perf_counter() - t0
-        out.timings["lineage_begin"] = begin_s  # bookkeeping, like "commit" and the store's "commit_verify"
-        _pv, wv = commit_outcome(session, gid, out, parent_wv)
+        phase = Phase(on_generation, index)
+        with failing_marks_failed(session, gid, index, phase):
+            out = run_generation(session.ctx, state, index, seeds, parent_wv, parent_metrics.get("heldout"),
+                                 progress=phase)
+            out.timings["total"] = time.perf_counter() - t0
+            out.timings["lineage_begin"] = begin_s  # bookkeeping, like "commit" and the store's "commit_verify"
+            phase("commit")
+            _pv, wv = commit_outcome(session, gid, out, parent_wv)
         if on_generation:
             on_generation(index, "done", out)
         parent_gid, parent_wv, parent_metrics, state = gid, wv, out.metrics, out.loop_state

@@ -81,9 +81,14 @@ def write_state_folder(dest: Path, policy, prompt_state: dict, loop_state: LoopS
     """Write every part of a generation's state into ``dest`` (a fresh folder)."""
     dest.mkdir(parents=True, exist_ok=True)
     policy.save(dest / "policy")
-    atomic_write_text(dest / "prompt.json", canonical_json(prompt_state))
-    atomic_write_text(dest / "loop.json", canonical_json(loop_state.to_dict()))
+    # ASCII JSON: model text may hold lone surrogates, which have no UTF-8 form; \u escapes keep them.
+    atomic_write_text(dest / "prompt.json", _ascii_json(prompt_state))
+    atomic_write_text(dest / "loop.json", _ascii_json(loop_state.to_dict()))
     return dest
+
+
+def _ascii_json(obj) -> str:
+    return json.dumps(json.loads(canonical_json(obj)), sort_keys=True, separators=(",", ":"))
 
 
 def store_state(artifacts, policy, prompt_state: dict, loop_state: LoopState) -> tuple[str, str]:
