@@ -9,6 +9,12 @@ if ! command -v bwrap >/dev/null 2>&1 || ! ldconfig -p | grep -q libseccomp.so; 
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap libseccomp2 >/dev/null) \
       || echo "setup: could not install bubblewrap; the sandbox falls back to its weaker mode" >&2
+  elif [ "$(id -u)" != 0 ]; then
+    echo "setup: bubblewrap/libseccomp are missing and this is not root, so they were not installed;" \
+         "the sandbox falls back to its weaker mode (ask an admin: apt-get install bubblewrap libseccomp2)" >&2
+  else
+    echo "setup: bubblewrap/libseccomp are missing and there is no apt-get to install them;" \
+         "the sandbox falls back to its weaker mode" >&2
   fi
 fi
 if [ ! -x .venv/bin/python ]; then
