@@ -80,6 +80,7 @@ def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_compon
 
     spec = PolicySpec.model_validate(spec_dict)
     policy = load_policy(spec, checkpoint_dir=checkpoint_dir)
+    record_policy_calls(policy, recorder)
     learn_weights = cfg.mode in ("coupled", "weights")
     if learn_weights and not policy.can_update:
         say(f"weights frozen: the {spec.backend} backend cannot be trained; prompt evolution only")
@@ -98,6 +99,19 @@ def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_compon
     ctx = LoopContext(cfg, policy, verifier, evolver, train, heldout, val, by_id,
                       learn_weights=learn_weights, learn_prompt=cfg.mode in ("coupled", "prompt"))
     return Session(store, run, ctx, spec, recorder, say)
+
+
+def record_policy_calls(policy, recorder) -> None:
+    """A policy behind an API (litellm) records every call like a reflection call, so its runs replay."""
+    if not hasattr(policy.backend, "call_hook"):
+        return
+    from evolve.prompt.recorder import recorded_call
+
+    def hook(role, model, request, fetch):
+        out = recorded_call(recorder, role, model, request, fetch)
+        return out.response, out.error
+
+    policy.backend.call_hook = hook
 
 
 # ---- committing --------------------------------------------------------------------------------
