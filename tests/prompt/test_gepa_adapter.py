@@ -3,7 +3,7 @@
 import pytest
 
 from evolve.prompt import Candidate, MemoryRecorder, PromptEvolutionConfig, optimize_prompt
-from evolve.prompt.adapter import EvolveGEPAAdapter, roll_out_candidate
+from evolve.prompt.adapter import roll_out_candidate
 
 pytestmark = pytest.mark.slow
 
