@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
-from conftest import CI_CONFIG
+from loop_helpers import CI_CONFIG
 
 
 def run_cli(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:

@@ -10,7 +10,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import CI_CONFIG
+from loop_helpers import CI_CONFIG
 from sqlalchemy import create_engine, text
 
 BODIES = ["def f(xs):\n    return 0\n", "def f(xs):\n    return len(xs)\n", "def f(xs):\n    return sum(xs)\n",

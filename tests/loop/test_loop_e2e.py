@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import CI_CONFIG
+from loop_helpers import CI_CONFIG
 from sqlalchemy import create_engine, text
 
 from evolve.loop.fingerprint import generation_fingerprint
@@ -157,7 +157,7 @@ def test_report_writes_plots_and_summary(base_run, tmp_path):
     ("[loop\nmode=", "malformed TOML"),
 ])
 def test_malformed_config_gives_one_line(tmp_path, content, needle):
-    from conftest import LoopDB
+    from loop_helpers import LoopDB
 
     cfg = tmp_path / "bad.toml"
     cfg.write_text(content)

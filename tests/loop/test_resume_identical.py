@@ -7,7 +7,7 @@ EVOLVE_TEST_PG_URL is set)."""
 from __future__ import annotations
 
 import pytest
-from conftest import BACKENDS, CI_CONFIG, kill9_when, make_loop_db
+from loop_helpers import BACKENDS, CI_CONFIG, kill9_when, make_loop_db
 
 from evolve.loop.fingerprint import generation_fingerprint
 
