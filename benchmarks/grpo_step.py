@@ -1,14 +1,20 @@
 """Seconds per GRPO step: evolve's policy vs TRL GRPOTrainer, same tiny model, same batch, same run.
 
-Each step is generation + reward (verification) + one update. evolve's step is timed in its three
-parts; TRL's step (``trainer.train``) is timed whole, by a callback between optimizer steps, and
-includes its own generation and reward. The reward in both is the same verifier on gym tasks.
+Two figures per shape (PROMPTSxG), both against TRL measured in the same process:
+- **update only**: the loss, backward and optimizer step on already generated and scored completions.
+  evolve: ``policy.update``. TRL: its step (callback to callback) minus ``_prepare_inputs``, which is
+  where TRL generates, scores and builds the batch.
+- **whole step**: generation + reward (verification) + update.
+The reward in both is the same sandboxed verifier on gym tasks. Both sides train every group
+(``skip_zero_variance = False`` here, so the two do the same work; the shipped specs skip
+zero-variance groups, which only makes evolve's update cheaper).
 The model is a random ~100k-parameter Qwen2 with a byte-level BPE tokenizer (built offline), so
 almost every completion runs to max_new_tokens: both sides generate the same number of tokens.
 
     .venv/bin/python benchmarks/grpo_step.py [--steps 8] [--configs 4x4,8x8] [--tokens 32]
 
-Prints a table, then the headline figures last as name=value lines (ratio_vs_trl: target <= 1.1).
+Prints a table, then the headline figures last as name=value lines, and writes
+``benchmarks/results/grpo_step.json``.
 """
 
 from __future__ import annotations
@@ -27,20 +33,18 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).parent))
+from results_io import print_figures, write_results  # noqa: E402
 
 
 def make_verifier():
-    try:
-        from evolve.verification import Verifier
-    except ImportError:  # the sandboxed verifier not built yet: time a trivial reward instead, and say so
-        return None
+    from evolve.verification import Verifier
+
     return Verifier(None, jobs=2)
 
 
-def reward_fn(verifier, tasks_by_prompt):
+def reward_fn(verifier):
     def rewards(pairs):
-        if verifier is None:
-            return [float("return" in c) for _, c in pairs]
         return [r.reward for r in verifier.verify_batch(pairs)]
 
     return rewards
@@ -74,7 +78,8 @@ def bench_ours(model_dir, tasks, g, tokens, steps, score):
             rows.append((t1 - t0, t2 - t1, t3 - t2))
     med = [statistics.median(r[i] for r in rows) for i in range(3)]
     total = statistics.median(sum(r) for r in rows)
-    return {"generate": med[0], "verify": med[1], "update": med[2], "step": total}
+    return {"generate": med[0], "verify": med[1], "update": med[2], "step": total,
+            "raw_steps": [sum(r) for r in rows], "raw_updates": [r[2] for r in rows]}
 
 
 def bench_trl(model_dir, tasks, g, tokens, steps, score, out_dir):
@@ -106,11 +111,25 @@ def bench_trl(model_dir, tasks, g, tokens, steps, score, out_dir):
     )
     ds = Dataset.from_dict({"prompt": [[{"role": "user", "content": t.prompt}] for t in tasks] * (steps + 2)})
     clock = Clock()
-    trainer = GRPOTrainer(model=str(model_dir), reward_funcs=reward, args=args, train_dataset=ds,
-                          callbacks=[clock])
+    prepare: list[float] = []
+
+    class Timed(GRPOTrainer):
+        def _prepare_inputs(self, generation_batch):  # generation + reward + batch building, every step here
+            t = time.perf_counter()
+            try:
+                return super()._prepare_inputs(generation_batch)
+            finally:
+                prepare.append(time.perf_counter() - t)
+
+    trainer = Timed(model=str(model_dir), reward_funcs=reward, args=args, train_dataset=ds, callbacks=[clock])
     trainer.train()
     spans = [clock.marks[i + 1] - clock.marks[i] for i in range(0, len(clock.marks) - 1, 2)]
-    return {"step": statistics.median(spans[1:])}
+    if len(prepare) != len(spans):
+        raise RuntimeError(f"TRL generated {len(prepare)} times in {len(spans)} steps: cannot split its step")
+    steps_s = spans[1:]
+    updates = [s - p for s, p in zip(spans[1:], prepare[1:], strict=True)]
+    return {"step": statistics.median(steps_s), "update": statistics.median(updates),
+            "generate_and_score": statistics.median(prepare[1:]), "raw_steps": steps_s, "raw_updates": updates}
 
 
 def main() -> None:
@@ -134,30 +153,34 @@ def main() -> None:
         model_dir = build_random_model(Path(tmp) / "model", hidden=64, layers=2, vocab=512)
         n_params = sum(p.numel() for p in __import__("transformers").AutoModelForCausalLM
                        .from_pretrained(model_dir).parameters())
-        ctx = verifier if verifier is not None else open(os.devnull)
-        with ctx:
-            score = reward_fn(verifier, None)
+        with verifier:
+            score = reward_fn(verifier)
             for cfg in args.configs.split(","):
                 p, g = (int(x) for x in cfg.split("x"))
                 tasks = load_gym("train", seed=0, n=p)
                 ours = bench_ours(model_dir, tasks, g, args.tokens, args.steps, score)
                 trl = bench_trl(model_dir, tasks, g, args.tokens, args.steps, score, Path(tmp) / f"trl-{cfg}")
                 results.append((cfg, ours, trl))
+    model = {"params": n_params, "kind": "random Qwen2", "hidden": 64, "layers": 2, "vocab": 512}
     print(f"model: random Qwen2, {n_params} params; {args.tokens} new tokens; {args.steps} timed steps (median); "
-          f"reward: {'sandboxed Verifier' if verifier else 'trivial (Verifier not available)'}; 1 torch thread")
-    print(f"{'batch':>6} {'ours gen s':>10} {'ours verify s':>13} {'ours update s':>13} {'ours step s':>11} "
-          f"{'TRL step s':>10} {'ours/TRL':>8}")
+          f"reward: sandboxed Verifier; 1 torch thread")
+    print(f"{'batch':>6} {'ours gen':>9} {'ours verify':>11} {'ours update':>11} {'TRL update':>10} "
+          f"{'upd/TRL':>7} {'ours step':>9} {'TRL step':>8} {'step/TRL':>8}   (seconds, median)")
+    figures: dict = {}
     for cfg, o, t in results:
-        print(f"{cfg:>6} {o['generate']:>10.3f} {o['verify']:>13.3f} {o['update']:>13.3f} {o['step']:>11.3f} "
-              f"{t['step']:>10.3f} {o['step'] / t['step']:>8.2f}")
-    cfg, o, t = results[0]
-    print(f"batch={cfg}")
-    print(f"ours_generate_s={o['generate']:.4f}")
-    print(f"ours_verify_s={o['verify']:.4f}")
-    print(f"ours_update_s={o['update']:.4f}")
-    print(f"ours_step_s={o['step']:.4f}")
-    print(f"trl_step_s={t['step']:.4f}")
-    print(f"ratio_vs_trl={o['step'] / t['step']:.3f}")
+        print(f"{cfg:>6} {o['generate']:>9.3f} {o['verify']:>11.3f} {o['update']:>11.3f} {t['update']:>10.3f} "
+              f"{o['update'] / t['update']:>7.2f} {o['step']:>9.3f} {t['step']:>8.3f} {o['step'] / t['step']:>8.2f}")
+        figures[f"update_ratio_vs_trl_{cfg}"] = round(o["update"] / t["update"], 3)
+        figures[f"step_ratio_vs_trl_{cfg}"] = round(o["step"] / t["step"], 3)
+        figures[f"ours_update_s_{cfg}"] = round(o["update"], 4)
+        figures[f"trl_update_s_{cfg}"] = round(t["update"], 4)
+        figures[f"ours_step_s_{cfg}"] = round(o["step"], 4)
+        figures[f"trl_step_s_{cfg}"] = round(t["step"], 4)
+    write_results("grpo_step", args=vars(args), figures=figures,
+                  results={"model": model, "reward": "Verifier",
+                           "skip_zero_variance": False,
+                           "shapes": [{"shape": c, "ours": o, "trl": t} for c, o, t in results]})
+    print_figures(figures)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,9 @@ from pathlib import Path
 
 from sqlalchemy import insert
 
+sys.path.insert(0, str(Path(__file__).parent))
+from results_io import print_figures, write_results  # noqa: E402
+
 from evolve.lineage import Generation, LineageStore, PromptParent, PromptVersion, WeightsVersion
 from evolve.util.hashing import content_hash
 
@@ -198,15 +201,22 @@ def main() -> None:
     print(f"{f'Rich Tree of first {args.rich_limit} (not used)':42} {rich_s:7.3f} {'':>7} {rich_s / base:8.1f}")
     print(f"{'add_rollouts, 1000 rollouts':42} {ins_s:7.3f} {'':>7} {'':>8} {'':>7}   x{ins_s / raw_ins_s:.1f} raw")
     print(f"{'  raw sqlite3 executemany, same rows':42} {raw_ins_s:7.3f}")
-    print(f"interpreter_start_s={base:.3f}")
-    print(f"add_rollouts_1000_s={ins_s:.3f}")
-    print(f"evolve_runs_s={runs:.3f}")
     tag = f"{args.generations // 1000}k" if args.generations >= 1000 else str(args.generations)
-    print(f"lineage_{tag}_query_s={query_s:.3f}")
-    print(f"lineage_{tag}_json_s={rows[4][1]:.3f}")
-    print(f"lineage_{tag}_cpu_s={rows[3][2]:.3f}")
-    print(f"lineage_{tag}_s={rows[3][1]:.3f}")
-
+    figures = {
+        "interpreter_start_s": round(base, 3),
+        "add_rollouts_1000_s": round(ins_s, 3),
+        "evolve_runs_s": round(runs, 3),
+        f"lineage_{tag}_query_s": round(query_s, 3),
+        f"lineage_{tag}_json_s": round(rows[4][1], 3),
+        f"lineage_{tag}_cpu_s": round(rows[3][2], 3),
+        f"lineage_{tag}_s": round(rows[3][1], 3),
+    }
+    write_results("lineage_scale", args=vars(args), figures=figures, results={
+        "build_s": build_s, "subprocess": [{"what": n, "wall_s": w, "cpu_s": c, "output_bytes": z}
+                                           for n, w, c, z in rows],
+        "in_process_query_s": query_s, "in_process_render_s": render_s, "rich_tree_s": rich_s,
+        "add_rollouts_1000_s": ins_s, "raw_executemany_1000_s": raw_ins_s})
+    print_figures(figures)
 
 if __name__ == "__main__":
     main()

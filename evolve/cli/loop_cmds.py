@@ -188,7 +188,8 @@ def register(app: typer.Typer) -> None:
         db: str = typer.Option(None, "--db", help=DB_HELP),
         as_json: bool = typer.Option(False, "--json"),
     ) -> None:
-        """Re-run a generation from its parent's state with recorded seeds and LM calls; compare hashes."""
+        """Re-run a generation from its parent's state with recorded seeds and LM calls; compare its prompt and
+        weights hashes, every rollout and every metric with the record (exit 0 iff all equal)."""
         from evolve.lineage import LineageStore
         from evolve.loop.replay import replay_generation
 
@@ -202,6 +203,13 @@ def register(app: typer.Typer) -> None:
                                         report.weights_equal)):
                 typer.echo(f"{what:8} recorded {str(rec)[:16]}  replayed {str(rep)[:16]}  "
                            f"{'EQUAL' if eq else 'DIFFERENT'}")
+            typer.echo(f"rollouts {report.n_rollouts} (completion, reward, verdict)  "
+                       f"{'EQUAL' if report.rollouts_equal else 'DIFFERENT'}")
+            typer.echo(f"metrics  (all but timings)  {'EQUAL' if report.metrics_equal else 'DIFFERENT'}")
+            for note in report.notes:
+                typer.echo(f"note: {note}")
+            if report.first_difference:
+                typer.echo(f"first difference: {report.first_difference}")
             typer.echo(f"replay of {report.generation}: {'identical' if report.ok else 'MISMATCH'}")
         raise typer.Exit(0 if report.ok else 1)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from evolve.util.text import terminal_safe
+
 _PREFERRED = ("heldout.pass@1", "train_reward", "zero_variance_fraction", "pass@1", "pass", "reward",
               "accuracy", "score")
 # Per-class counts and timings are detail for `show`, not key metrics for a one-line summary.
@@ -78,7 +80,9 @@ def _label(g: dict, metric_keys: list[str], parent: dict | None) -> str:
     if len(g["children"]) > 1:
         parts.append(f"<- branch point ({len(g['children'])} children)")
     if g["error"]:
-        parts.append(f"error: {g['error'].splitlines()[0][:80]}")
+        phase = ((g.get("metrics") or {}).get("failed") or {}).get("phase")
+        first = (g["error"].splitlines() or [""])[0]
+        parts.append(f"error{f' in {phase}' if phase else ''}: {terminal_safe(first)[:80]}")
     return "  ".join(parts)
 
 

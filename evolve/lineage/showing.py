@@ -6,6 +6,7 @@ from evolve.errors import LineageError
 from evolve.lineage import queries
 from evolve.lineage.diff import describe
 from evolve.lineage.render import flat_metrics, fmt, short
+from evolve.util.text import terminal_safe
 
 
 def resolve_and_describe(store, ref: str) -> tuple[str, dict]:
@@ -107,7 +108,7 @@ def print_human(console, kind: str, info: dict) -> None:
         console.print(f"verifier isolation: {info.get('verifier_isolation', 'unrecorded')}", markup=False)
         console.print(f"prompt version: {info['prompt_version'] or '-'} ({info['prompt_proposed_by'] or '-'})")
         for name, text in (info["prompt"] or {}).items():
-            console.print(Panel(Text(text), title=Text(name), title_align="left"))
+            console.print(Panel(Text(terminal_safe(text)), title=Text(name), title_align="left"))
         w = info["weights"]
         if w:
             console.print(f"weights version: {w['id']} ({w['kind']} of {w['base_model']}), parent "
@@ -120,13 +121,14 @@ def print_human(console, kind: str, info: dict) -> None:
                 t.add_row(Text(p), str(r["n"]), str(r["passed"]), fmt(r["mean_reward"]))
             console.print(t)
         if info["error"]:
-            console.print(f"error: {info['error']}", markup=False)
+            phase = (info["metrics"].get("failed") or {}).get("phase")
+            console.print(f"error{f' in {phase}' if phase else ''}: {terminal_safe(info['error'])}", markup=False)
     elif kind == "prompt_version":
         console.print(f"[bold]prompt version {info['id']}[/] ({info['proposed_by']})")
         console.print(f"parents: {', '.join(short(p, 12) for p in info['parents']) or '-'}")
         console.print(f"used by: {', '.join(info['used_by'][:20]) or '-'}")
         for name, text in info["components"].items():
-            console.print(Panel(Text(text), title=Text(name), title_align="left"))
+            console.print(Panel(Text(terminal_safe(text)), title=Text(name), title_align="left"))
         for c in info["lm_calls"]:
             console.print(f"lm call {c['id']} ({c['role']}, {c['model']}, {c['latency_s']:.2f}s, "
                           f"tokens {c['tokens']})", markup=False)
@@ -149,7 +151,7 @@ def _kv_table(console, title: str, d: dict) -> None:
         return
     t = Table("name", "value", title=title)
     for k, v in flat_metrics(d).items():
-        t.add_row(Text(str(k)), Text(fmt(v)))
+        t.add_row(Text(terminal_safe(str(k))), Text(terminal_safe(fmt(v))))
     console.print(t)
 
 

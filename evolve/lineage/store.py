@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -219,14 +220,20 @@ class LineageStore:
             s.flush()
             return call.id
 
-    def find_lm_call(self, request_hash: str) -> LMCall | None:
-        """The most recent successful call with this request hash (the replay cache)."""
+    def find_lm_call(self, request_hash: str, include_failed: bool = False,
+                     generation_id: int | None = None) -> LMCall | None:
+        """The most recent successful call with this request hash (the replay cache). With
+        ``include_failed``, failed calls count too; with ``generation_id``, that generation's call wins."""
         from evolve.lineage.models import LMCall
 
+        q = select(LMCall).where(LMCall.request_hash == request_hash)
+        if not include_failed:
+            q = q.where(LMCall.error.is_(None), LMCall.response.is_not(None))
+        order = [LMCall.id.desc()]
+        if generation_id is not None:
+            order.insert(0, (LMCall.generation_id == generation_id).desc())
         with self._session() as s:
-            return s.scalar(select(LMCall).where(LMCall.request_hash == request_hash,
-                                                 LMCall.error.is_(None), LMCall.response.is_not(None))
-                            .order_by(LMCall.id.desc()).limit(1))
+            return s.scalar(q.order_by(*order).limit(1))
 
     # -- generations -------------------------------------------------------------------------
     def begin_generation(self, run_name: str, parent_id: int | None, seeds: dict | None = None) -> int:
@@ -278,8 +285,13 @@ class LineageStore:
         self.get_prompt_version(prompt_version)
         wv = self.get_weights_version(weights_version)
         shas = [state_artifact, rng_artifact, wv.artifact_sha, wv.optimizer_artifact]
+        t0 = time.perf_counter()
         for problem in queries.artifact_problems(self, gen.run_id, [s for s in shas if s]):
             raise LineageError(f"cannot commit generation {gid}: {problem}")
+        # The re-hash is bookkeeping too: record it beside the caller's own timings.
+        timings = {**(timings or {}), "commit_verify": time.perf_counter() - t0}
+        if isinstance((metrics or {}).get("timings"), dict):  # the loop mirrors its timings into metrics
+            metrics = {**metrics, "timings": {**metrics["timings"], "commit_verify": timings["commit_verify"]}}
         with self._session.begin() as s:
             n = s.execute(update(Generation).where(Generation.id == gid, Generation.status == "pending").values(
                 prompt_version=prompt_version, weights_version=weights_version, state_artifact=state_artifact,
@@ -290,13 +302,17 @@ class LineageStore:
                 raise LineageError(f"generation {gid} changed while committing")
         return self.get_generation(gid)
 
-    def fail_generation(self, gid: int, error: str) -> None:
-        """Mark a pending generation failed (kept for the record; never resumed from)."""
+    def fail_generation(self, gid: int, error: str, phase: str | None = None, summary: str | None = None) -> None:
+        """Mark a pending generation failed (kept for the record; never resumed from). ``error`` may
+        hold a traceback after its first line; ``phase`` and the one-line ``summary`` go into its
+        metrics as ``failed``, so `lineage` and `show` can say where it died."""
         from evolve.lineage.models import Generation
 
+        first = summary or (str(error).splitlines() or [""])[0]
         with self._session.begin() as s:
             s.execute(update(Generation).where(Generation.id == gid, Generation.status == "pending")
-                      .values(status="failed", error=str(error)[:10000]))
+                      .values(status="failed", error=str(error)[:10000],
+                              metrics={"failed": {"phase": phase, "error": first[:500]}}))
 
     def discard_pending(self, run_name: str) -> int:
         """Delete the run's pending generations with their rollouts and lm calls; returns how many."""

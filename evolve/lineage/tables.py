@@ -24,8 +24,11 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    TypeDecorator,
     UniqueConstraint,
 )
+
+from evolve.util.text import from_db, to_db
 
 # The newest revision these tables describe, and every revision this code knows.
 # Kept as constants so read-only commands need not import Alembic.
@@ -42,6 +45,21 @@ def utcnow() -> datetime:
 
 def _ts(name: str, nullable: bool = False) -> Column:
     return Column(name, DateTime(timezone=True), nullable=nullable, default=None if nullable else utcnow)
+
+
+class ModelText(TypeDecorator):
+    """TEXT holding what a model (or a failing component) emitted, stored losslessly: NUL, lone
+    surrogates and the escape character go through the reversible escape of ``evolve.util.text``
+    (PostgreSQL refuses NUL in text). The column is plain TEXT in the database: no migration."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        return to_db(value)
+
+    def process_result_value(self, value, dialect):
+        return from_db(value)
 
 
 metadata = MetaData()
@@ -128,7 +146,7 @@ generation = Table(
     Column("status", String(16), nullable=False, default="pending"),
     Column("metrics", JSON, nullable=False, default=dict),
     Column("timings", JSON, nullable=False, default=dict),  # rev 0002
-    Column("error", Text),
+    Column("error", ModelText),
     _ts("created_at"),
     _ts("committed_at", nullable=True),
     UniqueConstraint("run_id", "index", name="uq_generation_run_index"),
@@ -145,7 +163,7 @@ lm_call = Table(
     Column("request", JSON, nullable=False),
     Column("request_hash", String(HASH), nullable=False),
     Column("response", JSON),
-    Column("error", Text),
+    Column("error", ModelText),
     Column("tokens", JSON, nullable=False, default=dict),
     Column("latency_s", Float, nullable=False, default=0.0),
     _ts("created_at"),
@@ -163,14 +181,14 @@ rollout = Table(
     Column("prompt_version", String(HASH), nullable=False),
     Column("weights_version", String(HASH), nullable=False),
     Column("purpose", String(16), nullable=False, default="train"),
-    Column("prompt", Text, nullable=False, default=""),
-    Column("completion", Text, nullable=False, default=""),
+    Column("prompt", ModelText, nullable=False, default=""),
+    Column("completion", ModelText, nullable=False, default=""),
     Column("reward", Float, nullable=False, default=0.0),
     Column("advantage", Float),
     Column("passed", Boolean, nullable=False, default=False),
     Column("error_class", String(100)),
     Column("stages", JSON, nullable=False, default=list),
-    Column("trace", Text, nullable=False, default=""),
+    Column("trace", ModelText, nullable=False, default=""),
     Column("hack_flags", JSON, nullable=False, default=list),
     Column("truncated", Boolean, nullable=False, default=False),  # rev 0002
     Index("ix_rollout_generation", "generation_id"),

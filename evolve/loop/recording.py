@@ -16,9 +16,11 @@ class BufferRecorder(MemoryRecorder):
                for c in self.calls}
         self.calls.clear()
         self._by_hash.clear()
+        self._any_by_hash.clear()
         return ids
 
 
-def replay_recorder(store) -> ReplayRecorder:
-    """Serves recorded responses by request hash; a miss stops the replay with one line."""
-    return ReplayRecorder(StoreRecorder(store))
+def replay_recorder(store, generation_id: int | None = None) -> ReplayRecorder:
+    """Serves recorded calls (failed ones as failures) by request hash, the replayed generation's
+    own calls first; a miss stops the replay with one line."""
+    return ReplayRecorder(StoreRecorder(store, generation_id))

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import tempfile
 import time
+import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +25,7 @@ from evolve.loop.recording import BufferRecorder
 from evolve.loop.rollouts import PENDING_WEIGHTS, heldout_metrics, roll_out, verify
 from evolve.loop.state import LoopState, SamplerState, read_state_folder, store_state
 from evolve.prompt.candidate import Candidate
-from evolve.util.repro import restore_rng_state, seed_everything
+from evolve.util.repro import seed_everything
 
 
 @dataclass
@@ -79,6 +81,7 @@ def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_compon
 
     spec = PolicySpec.model_validate(spec_dict)
     policy = load_policy(spec, checkpoint_dir=checkpoint_dir)
+    record_policy_calls(policy, recorder)
     learn_weights = cfg.mode in ("coupled", "weights")
     if learn_weights and not policy.can_update:
         say(f"weights frozen: the {spec.backend} backend cannot be trained; prompt evolution only")
@@ -100,6 +103,19 @@ def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_compon
     ctx = LoopContext(cfg, policy, verifier, evolver, train, heldout, val, by_id,
                       learn_weights=learn_weights, learn_prompt=cfg.mode in ("coupled", "prompt"))
     return Session(store, run, ctx, spec, recorder, say)
+
+
+def record_policy_calls(policy, recorder) -> None:
+    """A policy behind an API (litellm) records every call like a reflection call, so its runs replay."""
+    if not hasattr(policy.backend, "call_hook"):
+        return
+    from evolve.prompt.recorder import recorded_call
+
+    def hook(role, model, request, fetch):
+        out = recorded_call(recorder, role, model, request, fetch)
+        return out.response, out.error
+
+    policy.backend.call_hook = hook
 
 
 # ---- committing --------------------------------------------------------------------------------
@@ -142,10 +158,51 @@ def commit_outcome(session: Session, gid: int, out: Outcome, parent_weights: str
 
 def initial_generation(session: Session) -> tuple[int, str, dict, LoopState]:
     """Generation 0: the seed prompt on the base weights, evaluated on held-out tasks."""
-    ctx, cfg = session.ctx, session.ctx.config
+    cfg = session.ctx.config
     seeds = GenerationSeeds.derive(cfg.seed, 0)
-    seed_everything(cfg.seed)
     gid = session.store.begin_generation(session.run, None, seeds.to_dict())
+    phase = Phase(None, 0, "heldout")
+    with failing_marks_failed(session, gid, 0, phase):
+        out = initial_outcome(session.ctx, seeds)
+        phase("commit")
+        _pv, wv = commit_outcome(session, gid, out, None)
+    return gid, wv, out.metrics, out.loop_state
+
+
+class Phase:
+    """The phase a generation is in (the controller reports each one), forwarded to the status line."""
+
+    def __init__(self, on_generation, index: int, name: str = "select") -> None:
+        self.on_generation, self.index, self.name = on_generation, index, name
+
+    def __call__(self, name: str) -> None:
+        self.name = name
+        if self.on_generation is not None and name != "commit":
+            self.on_generation(self.index, name, None)
+
+
+@contextmanager
+def failing_marks_failed(session: Session, gid: int, index: int, phase: Phase):
+    """Errors are data: a generation that raises is marked failed, with its one-line error and the
+    phase it died in, and the run stops with that one line (the traceback stays in the record)."""
+    try:
+        yield
+    except (KeyboardInterrupt, SystemExit):
+        raise  # an interrupted generation stays pending and is discarded on resume
+    except Exception as e:
+        line = f"{type(e).__name__}: {' '.join(str(e).split())}"[:500]
+        detail = line if isinstance(e, EvolveError) else f"{line}\n{traceback.format_exc()}"
+        try:
+            session.store.fail_generation(gid, detail, phase=phase.name, summary=line)
+        except Exception:  # noqa: BLE001 - the database may be what failed; the line below still says why
+            pass
+        raise EvolveError(f"generation {session.run}:{index} failed in {phase.name}: {line}") from None
+
+
+def initial_outcome(ctx: LoopContext, seeds: GenerationSeeds) -> Outcome:
+    """What generation 0 computes (replay runs it too): held-out rollouts of the seed prompt."""
+    cfg = ctx.config
+    seed_everything(cfg.seed)
     prompt = ctx.evolver.current()
     out = Outcome(index=0, seeds=seeds, prompt=prompt)
     t0 = time.perf_counter()
@@ -157,8 +214,7 @@ def initial_generation(session: Session) -> tuple[int, str, dict, LoopState]:
     out.timings = {"heldout": time.perf_counter() - t0}
     out.loop_state = LoopState(sampler=SamplerState(seed=cfg.seed))
     out.loop_state.heldout_history.append(out.metrics["heldout"]["pass@1"])
-    _pv, wv = commit_outcome(session, gid, out, None)
-    return gid, wv, out.metrics, out.loop_state
+    return out
 
 
 def run_generations(session: Session, parent_gid: int, parent_wv: str, parent_metrics: dict,
@@ -169,17 +225,23 @@ def run_generations(session: Session, parent_gid: int, parent_wv: str, parent_me
         if cfg.max_rollouts is not None and state.rollouts_spent >= cfg.max_rollouts:
             session.say(f"rollout budget spent ({state.rollouts_spent} >= {cfg.max_rollouts}); stopping")
             break
+        t_begin = time.perf_counter()
         index = next_index(session.store, session.run)
         seeds = GenerationSeeds.derive(cfg.seed, index)
         gid = session.store.begin_generation(session.run, parent_gid, seeds.to_dict())
+        begin_s = time.perf_counter() - t_begin
         if session.store.get_generation(gid).index != index:
             raise EvolveError(f"run {session.run} is being written by another process")
         seed_everything(seeds.sample)
         t0 = time.perf_counter()
-        out = run_generation(session.ctx, state, index, seeds, parent_wv, parent_metrics.get("heldout"),
-                             progress=on_generation and (lambda phase, i=index: on_generation(i, phase, None)))
-        out.timings["total"] = time.perf_counter() - t0
-        _pv, wv = commit_outcome(session, gid, out, parent_wv)
+        phase = Phase(on_generation, index)
+        with failing_marks_failed(session, gid, index, phase):
+            out = run_generation(session.ctx, state, index, seeds, parent_wv, parent_metrics.get("heldout"),
+                                 progress=phase)
+            out.timings["total"] = time.perf_counter() - t0
+            out.timings["lineage_begin"] = begin_s  # bookkeeping, like "commit" and the store's "commit_verify"
+            phase("commit")
+            _pv, wv = commit_outcome(session, gid, out, parent_wv)
         if on_generation:
             on_generation(index, "done", out)
         parent_gid, parent_wv, parent_metrics, state = gid, wv, out.metrics, out.loop_state
@@ -205,17 +267,17 @@ def materialize_state(store, run: str, generation) -> tuple[Path, tempfile.Tempo
 
 
 def session_from_generation(store, run_row, generation, say, recorder=None) -> tuple[Session, LoopState, object]:
-    """Rebuild the full state of a committed generation (weights, optimizer, RNG, sampler, prompts)."""
+    """Rebuild the full state of a committed generation (weights, optimizer, sampler, prompts).
+    No RNG state is restored: the next generation reseeds from its derived seeds."""
     if generation.status != "committed":
         raise EvolveError(f"generation {run_row.name}:{generation.index} is {generation.status}, not committed")
     config = run_row.config
     cfg = LoopConfig.from_dict(config["loop"], source=f"run {run_row.name}")
     folder, tmp = materialize_state(store, run_row.name, generation)
-    prompt_state, loop_state, rng_blob = read_state_folder(folder)
+    prompt_state, loop_state = read_state_folder(folder)
     session = build_session(store, run_row.name, cfg, config["policy_spec"], config["seed_prompt"],
                             folder / "policy", prompt_state, recorder or BufferRecorder(), say,
                             allow_weak_sandbox=bool(config.get("allow_weak_sandbox")))
-    restore_rng_state(rng_blob)
     return session, loop_state, tmp
 
 

@@ -6,7 +6,6 @@ or re-run its child (replay) lives here:
     policy/            Policy.save(): HF weights, optimizer, scheduler, RNG, sampler
     prompt.json        the prompt evolver's state (pool, frontier, scores)
     loop.json          task sampler cursor, carried rollouts, counters
-    rng.pkl            python/numpy/torch global RNG states
 
 The folder is written to a temp dir, then stored blob by blob (each blob
 tmp + fsync + rename) and referenced by the manifest's sha on the generation row.
@@ -20,9 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from evolve.rollout import Rollout
-from evolve.util.atomic import atomic_write_bytes, atomic_write_text
+from evolve.util.atomic import atomic_write_text
 from evolve.util.hashing import canonical_json
-from evolve.util.repro import capture_rng_state
 from evolve.verification.types import VerifyResult
 
 
@@ -83,10 +81,14 @@ def write_state_folder(dest: Path, policy, prompt_state: dict, loop_state: LoopS
     """Write every part of a generation's state into ``dest`` (a fresh folder)."""
     dest.mkdir(parents=True, exist_ok=True)
     policy.save(dest / "policy")
-    atomic_write_text(dest / "prompt.json", canonical_json(prompt_state))
-    atomic_write_text(dest / "loop.json", canonical_json(loop_state.to_dict()))
-    atomic_write_bytes(dest / "rng.pkl", capture_rng_state())
+    # ASCII JSON: model text may hold lone surrogates, which have no UTF-8 form; \u escapes keep them.
+    atomic_write_text(dest / "prompt.json", _ascii_json(prompt_state))
+    atomic_write_text(dest / "loop.json", _ascii_json(loop_state.to_dict()))
     return dest
+
+
+def _ascii_json(obj) -> str:
+    return json.dumps(json.loads(canonical_json(obj)), sort_keys=True, separators=(",", ":"))
 
 
 def store_state(artifacts, policy, prompt_state: dict, loop_state: LoopState) -> tuple[str, str]:
@@ -98,7 +100,8 @@ def store_state(artifacts, policy, prompt_state: dict, loop_state: LoopState) ->
     return state_sha, policy_sha
 
 
-def read_state_folder(folder: Path) -> tuple[dict, LoopState, bytes]:
+def read_state_folder(folder: Path) -> tuple[dict, LoopState]:
+    """The prompt evolver's and the loop's state (an ``rng.pkl`` from older runs is ignored: seeds are derived)."""
     prompt_state = json.loads((folder / "prompt.json").read_text(encoding="utf-8"))
     loop_state = LoopState.from_dict(json.loads((folder / "loop.json").read_text(encoding="utf-8")))
-    return prompt_state, loop_state, (folder / "rng.pkl").read_bytes()
+    return prompt_state, loop_state

@@ -12,10 +12,8 @@ from evolve.policy.spec import PolicySpec
 from evolve.policy.stats import UpdateStats
 from evolve.rollout import Rollout
 from evolve.util.atomic import atomic_write_bytes, atomic_write_text
-from evolve.util.repro import capture_rng_state, restore_rng_state
 
 TRAINER_STATE = "trainer_state.pt"
-RNG_STATE = "rng.pkl"
 SAMPLER_STATE = "sampler.json"
 POLICY_META = "policy.json"
 FROZEN_MESSAGE = "weights frozen: the litellm backend cannot be trained; prompt evolution only"
@@ -64,7 +62,9 @@ class Policy:
 
     # -- checkpoints ----------------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
-        """HF weights (or the PEFT adapter) + tokenizer + optimizer/scheduler + RNG + sampler state.
+        """HF weights (or the PEFT adapter) + tokenizer + optimizer/scheduler + sampler state.
+
+        No global RNG state: generation reseeds from its ``seed`` argument (see ``evolve.util.repro``).
 
         Write into a fresh folder; the loop then puts the folder into the artifact store. Every
         file here is written atomically, and ``policy.json`` last, so a folder holding it is complete.
@@ -73,7 +73,7 @@ class Policy:
 
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        if self.model is not None:  # an API model (litellm) has no weights: only the sampler/RNG state
+        if self.model is not None:  # an API model (litellm) has no weights: only the sampler state
             self.model.save_pretrained(str(d), safe_serialization=True)
             self.tokenizer.save_pretrained(str(d))
         if self.updater is not None:
@@ -82,7 +82,6 @@ class Policy:
             buf = io.BytesIO()
             torch.save(self.updater.state_dict(), buf)
             atomic_write_bytes(d / TRAINER_STATE, buf.getvalue())
-        atomic_write_bytes(d / RNG_STATE, capture_rng_state())
         atomic_write_text(d / SAMPLER_STATE, json.dumps({"generate_calls": self.generate_calls}))
         meta = {"spec": self.spec.model_dump(mode="json"), "finetune": self.spec.finetune,
                 "base_model": self.spec.model, "weights_hash": self.weights_hash(),
@@ -129,7 +128,6 @@ def load_policy(spec: PolicySpec, checkpoint_dir: str | Path | None = None) -> P
     if ckpt is not None:
         if (ckpt / TRAINER_STATE).exists():
             updater.load_state_dict(torch.load(ckpt / TRAINER_STATE, weights_only=False))
-        restore_rng_state((ckpt / RNG_STATE).read_bytes())
     backend = _make_backend(spec, model, tokenizer, base)
     policy = Policy(spec, backend, model, tokenizer, updater, base)
     if ckpt is not None:

@@ -26,6 +26,10 @@ class LMRecorder(Protocol):
 
     def lookup(self, request_hash: str) -> dict | None: ...
 
+    def lookup_outcome(self, request_hash: str) -> tuple[dict | None, str | None] | None:
+        """(response, error) of the recorded call, failed calls included; None if never recorded."""
+        ...
+
 
 class NullRecorder:
     """Records nothing (a run with no lineage)."""
@@ -36,6 +40,9 @@ class NullRecorder:
         return None
 
     def lookup(self, request_hash: str) -> dict | None:
+        return None
+
+    def lookup_outcome(self, request_hash: str) -> tuple[dict | None, str | None] | None:
         return None
 
 
@@ -63,6 +70,7 @@ class MemoryRecorder:
     def __init__(self) -> None:
         self.calls: list[RecordedCall] = []
         self._by_hash: dict[str, int] = {}
+        self._any_by_hash: dict[str, int] = {}  # the latest call per request, failed ones included
 
     def record(self, role, model, request, response, error, tokens, latency_s) -> int | None:
         call = RecordedCall(len(self.calls) + 1, role, model, request, response, error, dict(tokens or {}),
@@ -70,11 +78,16 @@ class MemoryRecorder:
         self.calls.append(call)
         if response is not None and error is None:
             self._by_hash[call.request_hash] = len(self.calls) - 1
+        self._any_by_hash[call.request_hash] = len(self.calls) - 1
         return call.id
 
     def lookup(self, request_hash: str) -> dict | None:
         i = self._by_hash.get(request_hash)
         return None if i is None else self.calls[i].response
+
+    def lookup_outcome(self, request_hash: str) -> tuple[dict | None, str | None] | None:
+        i = self._any_by_hash.get(request_hash)
+        return None if i is None else (self.calls[i].response, self.calls[i].error)
 
 
 class StoreRecorder:
@@ -96,6 +109,12 @@ class StoreRecorder:
             return None
         return getattr(call, "response", None)
 
+    def lookup_outcome(self, request_hash: str) -> tuple[dict | None, str | None] | None:
+        """The call recorded in this recorder's generation first (a replay re-runs one generation),
+        else the most recent anywhere; a failed call comes back as failed."""
+        call = self.store.find_lm_call(request_hash, include_failed=True, generation_id=self.generation_id)
+        return None if call is None else (call.response, call.error)
+
 
 class ReplayRecorder:
     """Lookup only: every request must have a recorded response, else replay stops with one line."""
@@ -114,6 +133,12 @@ class ReplayRecorder:
             raise EvolveError(f"replay: no recorded response for request {request_hash[:16]}")
         return response
 
+    def lookup_outcome(self, request_hash: str) -> tuple[dict | None, str | None]:
+        found = self.source.lookup_outcome(request_hash)
+        if found is None:
+            raise EvolveError(f"replay: no recorded call for request {request_hash[:16]}")
+        return found
+
 
 @dataclass
 class CallOutcome:
@@ -130,9 +155,9 @@ def recorded_call(recorder: LMRecorder, role: str, model: str, request: dict,
 
     ``fn`` returns (response, error, tokens, cost_usd); it never raises for an LM failure.
     """
-    if getattr(recorder, "replay", False):
-        response = recorder.lookup(content_hash(request))
-        return CallOutcome(response, None, None, {}, 0.0)
+    if getattr(recorder, "replay", False):  # a call that failed when recorded fails again, the same way
+        response, error = recorder.lookup_outcome(content_hash(request))
+        return CallOutcome(response, error, None, {}, 0.0)
     t0 = time.perf_counter()
     response, error, tokens, cost = fn()
     latency = time.perf_counter() - t0

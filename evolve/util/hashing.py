@@ -36,5 +36,6 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
 
 
 def content_hash(obj: Any) -> str:
-    """sha256 of the canonical JSON of ``obj``."""
-    return sha256_bytes(canonical_json(obj).encode("utf-8"))
+    """sha256 of the canonical JSON of ``obj``. A lone surrogate (model text kept as emitted) has no
+    UTF-8 form; ``surrogatepass`` gives it a fixed one and leaves every valid text's bytes unchanged."""
+    return sha256_bytes(canonical_json(obj).encode("utf-8", "surrogatepass"))

@@ -1,11 +1,16 @@
-"""Reproducibility helpers: seeds, RNG state capture/restore, versions."""
+"""Reproducibility helpers: seeds and versions.
+
+One RNG mechanism: derived seeds. Every random draw the loop makes is a function of a seed
+derived from (run seed, generation index, purpose) (``evolve.loop.config.GenerationSeeds``):
+generation reseeds torch inside ``fork_rng``, samplers and reflectors own seeded generators,
+and ``seed_everything`` is called with the generation's seed before it runs. Global RNG
+states are therefore never captured or restored: a resumed or replayed generation reseeds
+exactly as the original did (tested at the loop level in tests/loop/test_resume_identical.py)."""
 
 from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import io
-import pickle
 import random
 import subprocess
 from pathlib import Path
@@ -55,27 +60,3 @@ def seed_everything(seed: int) -> None:
         torch.manual_seed(seed)
     except ImportError:
         pass
-
-
-def capture_rng_state() -> bytes:
-    """Python, numpy and torch global RNG states as one pickled blob."""
-    state = {"python": random.getstate(), "numpy": np.random.get_state()}
-    try:
-        import torch
-
-        state["torch"] = torch.get_rng_state().numpy().tobytes()
-    except ImportError:
-        pass
-    buf = io.BytesIO()
-    pickle.dump(state, buf, protocol=4)
-    return buf.getvalue()
-
-
-def restore_rng_state(blob: bytes) -> None:
-    state = pickle.loads(blob)
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    if "torch" in state:
-        import torch
-
-        torch.set_rng_state(torch.frombuffer(bytearray(state["torch"]), dtype=torch.uint8))

@@ -1,5 +1,8 @@
-"""GRPO moves the policy toward reward: a verifiable toy reward on the random model (fast, always runs),
-and held-out pass@1 on the tiny-coder gym with the bootstrapped default model (when it is built)."""
+"""GRPO moves the policy toward reward: a verifiable toy reward on the random model (fast, always runs).
+The reward is measured on held-out prompts the updates never saw (HELDOUT vs TRAIN), for each estimator.
+
+Held-out pass@1 on the tiny-coder gym is a different test, tests/policy/test_grpo_session.py: it needs
+the bootstrapped default model and is skipped where that model is not built."""
 
 from __future__ import annotations
 

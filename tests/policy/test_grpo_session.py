@@ -3,7 +3,7 @@
 Needs the default model (about 15 minutes to build on 2 shared cores, `evolve bootstrap`), so it runs
 when that model is already built in the runs cache, or when EVOLVE_TEST_POLICY_MODEL names a model
 folder; otherwise it is skipped with that reason. (The CI-preset model scores pass@1 = 0: no signal.)
-Longer measured run: `python tests/policy/grpo_session.py --minutes 5` (0.331 -> 0.625 in the report).
+Longer run: `python tests/policy/grpo_session.py --minutes 5` (no results file is committed for it).
 """
 
 from __future__ import annotations

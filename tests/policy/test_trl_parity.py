@@ -1,13 +1,25 @@
-"""Loss and gradients match TRL 1.16 GRPOTrainer's on the same model, rollouts and seed (<= 1e-5).
+"""Loss and gradients against TRL 1.16 GRPOTrainer on the same model, rollouts and rewards, with the
+shipped GRPO settings (policies/tiny-coder.toml: loss "grpo", scale_rewards "group", clip 0.2,
+beta 0, skip_zero_variance on) and a batch that holds a zero-variance group.
 
-TRL's own ``compute_loss`` is called on an inputs dict built exactly as its
-``_generate_and_score_completions`` builds it; advantages use TRL's formula (group mean, unbiased
-std + 1e-4 for scale_rewards="group"; mean only for "none").
+TRL's side is TRL's own code end to end except sampling: ``_generate`` is overridden to return the
+fixed completions, so TRL computes the rewards (through a reward function), its advantages, the
+padded batch and ``compute_loss`` itself. Nothing of TRL is re-implemented here.
+
+The shipped settings depart from TRL in two documented ways, and the test holds each to exactly
+what it should change:
+- the std epsilon in the advantage: evolve uses verl's 1e-6, TRL hard-codes 1e-4;
+- skip_zero_variance (evolve/policy/updater.py): zero-variance groups are dropped before the
+  forward, so the "grpo" loss averages over the trained sequences only, where TRL averages over
+  all of them. Every gradient is therefore TRL's times n_sequences / n_trained_sequences.
+With eps set to TRL's 1e-4, loss and every gradient equal TRL's (scaled by that factor) within
+1e-5; at the shipped 1e-6 the advantages differ by no more than the epsilon explains.
 """
 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,86 +28,111 @@ from evolve.policy.spec import PolicySpec
 from evolve.policy.updater import Updater
 from evolve.rollout import Rollout
 
-G, N_PROMPTS, PROMPT_LEN, MAX_LEN = 4, 2, 6, 12
+REPO = Path(__file__).resolve().parents[2]
+G, N_PROMPTS, PROMPT_LEN = 4, 3, 6
+COMP_LENS = [12, 5, 9, 1, 7, 12, 3, 10, 4, 8, 6, 2]  # ragged: exercises the completion mask
+REWARDS = [1.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.25]  # group 1 has zero variance
+MAX_LEN = max(COMP_LENS)
 
 
-def _batch(vocab: int):
+def _batch(vocab: int, eos: int, pad: int):
     gen = torch.Generator().manual_seed(7)
     prompts = torch.randint(5, vocab, (N_PROMPTS, PROMPT_LEN), generator=gen)
-    comp_lens = [12, 5, 9, 1, 7, 12, 3, 10]  # ragged: exercises the completion mask
-    completions = torch.randint(5, vocab, (N_PROMPTS * G, MAX_LEN), generator=gen)
-    rewards = torch.tensor([1.0, 0.0, 0.5, 0.0, 0.0, 1.0, 1.0, 0.25])
-    return prompts, completions, comp_lens, rewards
+    completions = []
+    for n in COMP_LENS:
+        ids = torch.randint(5, vocab, (n,), generator=gen)
+        completions.append([int(x) for x in ids if int(x) not in (eos, pad)] or [6])
+    return prompts.tolist(), completions
 
 
-def _trl_advantages(rewards: torch.Tensor, scale: str) -> torch.Tensor:
-    grouped = rewards.view(-1, G)
-    adv = rewards - grouped.mean(1).repeat_interleave(G)
-    if scale == "group":
-        adv = adv / (grouped.std(1).repeat_interleave(G) + 1e-4)
-    return adv
-
-
-def _trl_loss_and_grads(model, tmp_path, loss_type, scale, inputs):
+def _trl_loss_and_grads(model, tok, tmp_path, prompts, completions):
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
+    class FixedSamples(GRPOTrainer):
+        """TRL as shipped, with sampling replaced by our fixed completions."""
+
+        def _generate(self, prompts_in):
+            prompt_ids = [prompts[i // G] for i in range(len(prompts_in))]
+            texts = [tok.decode(c) for c in completions]
+            return prompt_ids, [list(c) for c in completions], None, texts, None, {}, None, None
+
     args = GRPOConfig(
-        output_dir=str(tmp_path / "trl"), bf16=False, use_cpu=True, report_to=[], loss_type=loss_type,
-        scale_rewards=scale, beta=0.0, num_generations=G, per_device_train_batch_size=N_PROMPTS * G,
-        max_completion_length=MAX_LEN, temperature=1.0, epsilon=0.2, logging_steps=1000, seed=0,
+        output_dir=str(tmp_path / "trl"), bf16=False, use_cpu=True, report_to=[], loss_type="grpo",
+        scale_rewards="group", beta=0.0, epsilon=0.2, num_generations=G, per_device_train_batch_size=N_PROMPTS * G,
+        max_completion_length=MAX_LEN, temperature=1.0, logging_steps=1000, seed=0, mask_truncated_completions=False,
     )
-    ds = Dataset.from_dict({"prompt": ["a"] * N_PROMPTS})
-    trainer = GRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
-                          args=args, train_dataset=ds, processing_class=inputs.pop("tokenizer"))
-    trainer.current_gradient_accumulation_steps = 1  # what train() sets with gradient_accumulation_steps=1
+    calls = []
+
+    def reward(completions, **kw):  # the rewards, in sample order, through TRL's own reward path
+        calls.append(len(completions))
+        return list(REWARDS)
+
+    ds = Dataset.from_dict({"prompt": [f"p{i}" for i in range(N_PROMPTS)]})
+    trainer = FixedSamples(model=model, reward_funcs=reward, args=args, train_dataset=ds, processing_class=tok)
+    trainer.current_gradient_accumulation_steps = 1
     trainer.model.train()
+    batch = [{"prompt": f"p{i // G}"} for i in range(N_PROMPTS * G)]
+    inputs = trainer._generate_and_score_completions(batch)
+    assert calls == [N_PROMPTS * G]
     loss = trainer.compute_loss(trainer.model, inputs)
     loss.backward()
-    return loss.detach(), {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
+    grads = {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
+    return float(loss.detach()), grads, inputs["advantages"].detach().clone()
 
 
-@pytest.mark.parametrize("loss_type,scale", [("grpo", "group"), ("dr_grpo", "none")])
-def test_loss_and_grads_match_trl(random_model_dir, tmp_path, loss_type, scale):
+def _ours(model, tok, random_model_dir, prompts, completions, eps: float | None):
+    shipped = PolicySpec.from_toml(REPO / "policies" / "tiny-coder.toml").model_dump()
+    grpo = {**shipped["grpo"], "micro_batch_size": N_PROMPTS * G}
+    if eps is not None:
+        grpo["eps"] = eps
+    spec = PolicySpec.from_dict({**shipped, "model": str(random_model_dir), "bootstrap": {}, "grpo": grpo})
+    assert spec.grpo.skip_zero_variance and spec.grpo.loss_type == "grpo" and spec.grpo.scale_rewards == "group"
+    groups = [[Rollout(task_id=f"t{g}", group=g, sample_index=i, prompt_version="p", weights_version="w",
+                       messages=[], prompt_text="", completion="", reward=REWARDS[g * G + i], prompt_ids=prompts[g],
+                       completion_ids=completions[g * G + i]) for i in range(G)] for g in range(N_PROMPTS)]
+    up = Updater(model, spec, tok.pad_token_id)
+    prep = up.prepare(groups)
+    up.optimizer.zero_grad(set_to_none=True)
+    out = up.backward_pass(prep)
+    grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+    adv = torch.tensor([r.advantage for grp in groups for r in grp], dtype=torch.float32)
+    return out["loss"], grads, adv, spec
+
+
+@pytest.fixture(scope="module")
+def trl_side(random_model_dir, tmp_path_factory):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch.manual_seed(0)
     tok = AutoTokenizer.from_pretrained(random_model_dir)
     base = AutoModelForCausalLM.from_pretrained(random_model_dir, dtype=torch.float32)
-    ours_model, trl_model = copy.deepcopy(base), copy.deepcopy(base)
-    prompts, completions, lens, rewards = _batch(base.config.vocab_size)
-    adv = _trl_advantages(rewards, scale)
+    prompts, completions = _batch(base.config.vocab_size, tok.eos_token_id, tok.pad_token_id)
+    loss, grads, adv = _trl_loss_and_grads(copy.deepcopy(base), tok, tmp_path_factory.mktemp("trl"), prompts,
+                                           completions)
+    return base, tok, prompts, completions, loss, grads, adv
 
-    # TRL side: exactly the keys _generate_and_score_completions hands to compute_loss.
-    cmask = torch.zeros(N_PROMPTS * G, MAX_LEN, dtype=torch.long)
-    for i, n in enumerate(lens):
-        cmask[i, :n] = 1
-    prompt_ids = prompts.repeat_interleave(G, dim=0)
-    inputs = {"prompt_ids": prompt_ids, "prompt_mask": torch.ones_like(prompt_ids),
-              "completion_ids": completions * cmask + tok.pad_token_id * (1 - cmask), "completion_mask": cmask,
-              "advantages": adv, "num_items_in_batch": cmask.sum(), "tokenizer": tok}
-    trl_loss, trl_grads = _trl_loss_and_grads(trl_model, tmp_path, loss_type, scale, inputs)
 
-    # Ours: the real updater path (advantages from our estimator with TRL's eps, same rows).
-    spec = PolicySpec.from_dict({
-        "model": str(random_model_dir), "sampling": {"max_new_tokens": MAX_LEN, "temperature": 1.0},
-        "grpo": {"advantage": "grpo", "loss_type": loss_type, "scale_rewards": scale, "eps": 1e-4,
-                 "micro_batch_size": N_PROMPTS * G, "skip_zero_variance": False},
-    })
-    groups = [[Rollout(task_id=f"t{g}", group=g, sample_index=i, prompt_version="p", weights_version="w",
-                       messages=[], prompt_text="", completion="", reward=float(rewards[g * G + i]),
-                       prompt_ids=prompts[g].tolist(), completion_ids=completions[g * G + i, :lens[g * G + i]].tolist())
-               for i in range(G)] for g in range(N_PROMPTS)]
-    up = Updater(ours_model, spec, tok.pad_token_id)
-    prep = up.prepare(groups)
-    got_adv = torch.tensor([r.advantage for grp in groups for r in grp], dtype=torch.float32)
-    assert torch.allclose(got_adv, adv, atol=1e-6)
-    up.optimizer.zero_grad(set_to_none=True)
-    ours = up.backward_pass(prep)
-
-    assert abs(ours["loss"] - float(trl_loss)) <= 1e-5
-    our_grads = {n: p.grad for n, p in ours_model.named_parameters() if p.grad is not None}
-    assert set(our_grads) == set(trl_grads) and len(our_grads) > 10
-    worst = max(float((our_grads[n] - trl_grads[n]).abs().max()) for n in our_grads)
+def test_shipped_settings_with_trls_epsilon_match_trl(trl_side, random_model_dir):
+    base, tok, prompts, completions, trl_loss, trl_grads, trl_adv = trl_side
+    model = copy.deepcopy(base)
+    loss, grads, adv, _ = _ours(model, tok, random_model_dir, prompts, completions, eps=1e-4)
+    assert torch.allclose(adv, trl_adv, atol=1e-6), (adv, trl_adv)
+    assert (adv[G:2 * G] == 0).all()  # the zero-variance group: skipped by us, zero advantage in TRL
+    scale = N_PROMPTS / (N_PROMPTS - 1)  # one of the three groups is skipped (the documented departure)
+    assert abs(loss - scale * trl_loss) <= 1e-5, (loss, trl_loss)
+    assert set(grads) == set(trl_grads) and len(grads) > 10
+    worst = max(float((grads[n] - scale * trl_grads[n]).abs().max()) for n in grads)
     assert worst <= 1e-5, f"max grad difference {worst}"
-    assert max(float(g.abs().max()) for g in our_grads.values()) > 1e-4  # the gradients are not trivially 0
+    assert max(float(g.abs().max()) for g in grads.values()) > 1e-4  # the gradients are not trivially 0
+
+
+def test_shipped_epsilon_differs_from_trl_only_as_much_as_epsilon_explains(trl_side, random_model_dir):
+    base, tok, prompts, completions, trl_loss, _trl_grads, trl_adv = trl_side
+    loss, _grads, adv, spec = _ours(copy.deepcopy(base), tok, random_model_dir, prompts, completions, eps=None)
+    assert spec.grpo.eps == 1e-6
+    # A_ours / A_trl = (std + 1e-4) / (std + 1e-6) per group: a relative change below 1e-4 / std
+    mixed = trl_adv != 0
+    ratio = adv[mixed] / trl_adv[mixed]
+    assert float((ratio - 1).abs().max()) < 1e-3 and float((ratio - 1).min()) > 0  # ours slightly larger
+    assert abs(loss - N_PROMPTS / (N_PROMPTS - 1) * trl_loss) <= 1e-3 * abs(trl_loss) + 1e-6, (loss, trl_loss)

@@ -166,3 +166,24 @@ def test_replay_needs_no_server(fresh):
     again = make_reflector(cfg, ReplayRecorder(rec)).reflect(SEED, dataset(cfg), random.Random(0), 1)
     assert len(fresh.requests) == n
     assert again[0].components == live[0].components == {"system": "Recorded."}
+
+
+def test_a_failed_call_replays_as_a_failed_call(fresh, tmp_path):
+    """A reflection call that failed after its retries is recorded (in the lineage) with its error;
+    replaying it needs no server and fails again the same way, instead of stopping the replay."""
+    from evolve.lineage import LineageStore
+    from evolve.loop.recording import BufferRecorder, replay_recorder
+
+    fresh.script[:] = [("error", 500)] * 3  # the first try and both retries
+    buf = BufferRecorder()
+    cfg = config(fresh.url)
+    live = make_reflector(cfg, buf).reflect(SEED, dataset(cfg), random.Random(0), 1)
+    assert live and live[0].components is None and "InternalServerError" in live[0].error
+    with LineageStore.open(f"sqlite:///{tmp_path / 'l.db'}") as store:
+        store.create_run("r", {})
+        gid = store.begin_generation("r", None, {})
+        buf.flush(store, gid)
+        n = len(fresh.requests)
+        again = make_reflector(cfg, replay_recorder(store, gid)).reflect(SEED, dataset(cfg), random.Random(0), 1)
+    assert len(fresh.requests) == n  # nothing was sent
+    assert [(d.components, d.error) for d in again] == [(d.components, d.error) for d in live]
