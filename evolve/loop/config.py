@@ -81,7 +81,7 @@ class LoopConfig:
     """Run seed; each generation's seeds derive from it and the generation index."""
     policy: str = "policies/tiny-coder.toml"
     """Policy spec (model, backend, sampling, optimizer, GRPO parameters)."""
-    suite: str = "tiny-coder"
+    suite: str = "tiny-coder-hard"
     """Task suite: "tiny-coder" (the gym), "tiny-coder-hard" (its hard tier: the CMP-bug tasks, where
     the base model's groups mostly all fail, plus as many others; see evolve/gym/tiers.py) or "humaneval"."""
     pipeline: str | None = None
