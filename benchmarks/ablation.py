@@ -10,7 +10,8 @@ Arms (each a real `evolve run` with configs/ablation.toml plus the arm's overrid
 
 Every arm spends the same learning-rollout budget (``max_rollouts``, enforced exactly inside a
 generation). Held-out: every held-out task x 8 samples at the start and the end
-(``heldout_full``); a fixed 16-task x 4-sample subset after every generation (the curves).
+(``heldout_full``; the start depends only on the seed, so one arm per seed measures it); a fixed
+12-task x 4-sample subset after every generation (the curves).
 Runs go seed by seed (all arms of seed 0 first), at most ``--jobs`` at once, each in its own
 SQLite file under ``--out``; each finished run's lineage is saved there, so ``--summarize-only``
 reports whatever finished. Raw results: benchmarks/results/ablation.json (results_io).
@@ -44,7 +45,8 @@ ARMS = {  # name -> overrides of configs/ablation.toml
     "random-reward": {"mode": "coupled", "selection": "in_group", "reward": "random"},
     "coupled-task": {"mode": "coupled", "selection": "in_group", "baseline": "task"},
 }
-DEFAULT_ARMS = "coupled,coupled-gate,weights-only,prompt-only,random-reward"
+DEFAULT_ARMS = "coupled,weights-only,prompt-only,random-reward,coupled-gate"
+START_ARM = "weights-only"  # measures the seed's start figure (identical for every arm of a seed)
 SINGLES = ("weights-only", "prompt-only")
 
 
@@ -61,6 +63,7 @@ def toml_value(v) -> str:
 def arm_config(base: Path, arm: str, out: Path, budget: int | None) -> Path:
     loop = tomllib.loads(base.read_text())["loop"]
     loop.update(ARMS[arm])
+    loop["heldout_full_at_start"] = arm == START_ARM
     if budget:
         loop["max_rollouts"] = budget
     path = out / f"{arm}.toml"
@@ -126,6 +129,13 @@ def bootstrap_diff(a: dict[int, dict], b: dict[int, dict], reps: int = 2000, see
     return float(d.mean()), float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
 
 
+def start_figure(runs: list[dict], seed: int) -> float:
+    """The seed's generation-0 full held-out pass@1 (measured by one arm per seed)."""
+    got = [r["generations"][0]["heldout_full"]["pass@1"] for r in runs
+           if r["seed"] == seed and r["generations"][0].get("heldout_full")]
+    return got[0] if got else float("nan")
+
+
 def rollouts_to_reach(gens: list[dict], target: float) -> int | None:
     for g in gens[1:]:
         if g["heldout"]["pass@1"] >= target - 1e-9:
@@ -139,7 +149,7 @@ def summarize(runs: list[dict]) -> tuple[dict, dict]:
     table, finals_task = {}, {}
     for a, rs in by_arm.items():
         finals = [r["generations"][-1]["heldout_full"]["pass@1"] for r in rs.values()]
-        starts = [r["generations"][0]["heldout_full"]["pass@1"] for r in rs.values()]
+        starts = [start_figure(runs, s) for s in rs]
         curve_final = [r["generations"][-1]["heldout"]["pass@1"] for r in rs.values()]
         fail = {}
         for r in rs.values():
@@ -147,7 +157,7 @@ def summarize(runs: list[dict]) -> tuple[dict, dict]:
                 fail.setdefault(g["index"], []).append(g["all_fail_task_fraction"])
         table[a] = {"seeds": sorted(rs), "final_pass@1_mean": float(np.mean(finals)),
                     "final_pass@1_sd": float(np.std(finals, ddof=1)) if len(finals) > 1 else 0.0,
-                    "start_pass@1_mean": float(np.mean(starts)),
+                    "start_pass@1_mean": float(np.nanmean(starts)) if starts else float("nan"),
                     "final_pass@8_mean": float(np.mean([r["generations"][-1]["heldout_full"]["pass@8"]
                                                         for r in rs.values()])),
                     "subset_final_pass@1_mean": float(np.mean(curve_final)),

@@ -73,6 +73,8 @@ class LoopConfig:
     heldout_final_tasks: int | None = None
     """Evaluate this many held-out tasks (0 = all) at generation 0 and at the last generation
     (its budget spent or ``generations`` reached), recorded as ``heldout_full``; None = off."""
+    heldout_full_at_start: bool = True
+    """Also measure ``heldout_full`` at generation 0 (runs that share a seed share that figure)."""
     heldout_final_samples: int = 8
     """Samples per task of that full held-out figure (pass@1, pass@4 and pass@8 where they fit)."""
     generations: int = 8

@@ -154,7 +154,7 @@ def initial_generation(session: Session) -> tuple[int, str, dict, LoopState]:
     verify(ctx.verifier, ctx.tasks_by_id, rolls, None)
     out.rollouts = rolls
     out.metrics = {"heldout": heldout_metrics(rolls, cfg.heldout_ks), "rollouts_spent": 0}
-    if cfg.heldout_final_tasks is not None:  # the full held-out figure at the start (see controller)
+    if cfg.heldout_final_tasks is not None and cfg.heldout_full_at_start:  # the full figure at the start
         out.metrics["heldout_full"] = full_heldout(ctx, prompt, seeds, out.rollouts)
     out.timings = {"heldout": time.perf_counter() - t0}
     out.loop_state = LoopState(sampler=SamplerState(seed=cfg.seed))
