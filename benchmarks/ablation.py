@@ -3,6 +3,7 @@
 Arms (each a real `evolve run` with configs/ablation.toml plus the arm's overrides):
   coupled        both levers, in-group prompt selection (per-prompt baseline)
   coupled-task   the same with the task baseline (optional arm: --arms)
+  coupled-distill  coupled + context distillation into the seed prompt (optional, experimental)
   coupled-gate   both levers, GEPA's minibatch-then-validation gate (the old path)
   weights-only   GRPO alone, seed prompt frozen
   prompt-only    in-group prompt selection alone, weights frozen
@@ -44,6 +45,8 @@ ARMS = {  # name -> overrides of configs/ablation.toml
     "prompt-only": {"mode": "prompt", "selection": "in_group"},
     "random-reward": {"mode": "coupled", "selection": "in_group", "reward": "random"},
     "coupled-task": {"mode": "coupled", "selection": "in_group", "baseline": "task"},
+    "coupled-distill": {"mode": "coupled", "selection": "in_group", "baseline": "per_prompt", "distill": "seed",
+                        "heldout_seed_prompt": True},
 }
 DEFAULT_ARMS = "coupled,weights-only,prompt-only,random-reward,coupled-gate"
 START_ARM = "weights-only"  # measures the seed's start figure (identical for every arm of a seed)
@@ -98,7 +101,8 @@ def _slim(g: dict) -> dict:
     m = g["metrics"]
     return {"index": g["index"], "prompt_version": g["prompt_version"],
             "rollouts_spent": m.get("rollouts_spent", 0), "heldout": m["heldout"],
-            "heldout_full": m.get("heldout_full"), "all_fail_task_fraction": m.get("all_fail_task_fraction"),
+            "heldout_full": m.get("heldout_full"), "heldout_full_seed": m.get("heldout_full_seed"),
+            "all_fail_task_fraction": m.get("all_fail_task_fraction"),
             "zero_variance_fraction": m.get("zero_variance_fraction"), "challengers": m.get("challengers"),
             "promoted": m.get("promoted"), "accepted": m.get("accepted"), "prompt_changed": m.get("prompt_changed"),
             "total_s": (m.get("timings") or {}).get("total")}
@@ -162,6 +166,8 @@ def summarize(runs: list[dict]) -> tuple[dict, dict]:
                                                         for r in rs.values()])),
                     "subset_final_pass@1_mean": float(np.mean(curve_final)),
                     "all_fail_share_by_generation": {k: float(np.mean(v)) for k, v in sorted(fail.items())},
+                    "final_pass@1_seed_prompt": [(r["generations"][-1].get("heldout_full_seed") or
+                                                  r["generations"][-1]["heldout_full"])["pass@1"] for r in rs.values()],
                     "promotions": [sum(1 for g in r["generations"] if g.get("promoted")) for r in rs.values()],
                     "wall_s_mean": float(np.mean([r["wall_s"] for r in rs.values()]))}
         finals_task[a] = {s: per_task(r["generations"][-1]) for s, r in rs.items()}
