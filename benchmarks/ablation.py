@@ -79,6 +79,8 @@ def run_one(out: Path, config: Path, arm: str, seed: int) -> dict:
     done = out / f"{name}.json"
     if done.exists():
         return json.loads(done.read_text())
+    for stale in out.glob(f"{name}.db*"):  # a run killed before it finished: start it again
+        stale.unlink()
     db = f"sqlite:///{out / (name + '.db')}"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     t0 = time.perf_counter()
@@ -211,6 +213,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--budget", type=int, default=None, help="override max_rollouts")
     ap.add_argument("--out", default=str(REPO / "runs" / "ablation"))
+    ap.add_argument("--plan", default=None, help="explicit run order SEED:ARM,... (instead of seeds x arms)")
     ap.add_argument("--summarize-only", action="store_true")
     args = ap.parse_args()
     out = Path(args.out)
@@ -220,10 +223,13 @@ def main() -> None:
     if args.summarize_only:
         runs = [json.loads(p.read_text()) for p in sorted(out.glob("*-s*.json"))]
     else:
-        configs = {a: arm_config(Path(args.config), a, out, args.budget) for a in arms}
+        plan = ([(int(x.split(":")[0]), x.split(":")[1]) for x in args.plan.split(",")] if args.plan
+                else [(s, a) for s in seeds for a in arms])
+        configs = {a: arm_config(Path(args.config), a, out, args.budget) for a in {a for _, a in plan}}
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            futures = [pool.submit(run_one, out, configs[a], a, s) for s in seeds for a in arms]
-            runs = [f.result() for f in futures]
+            futures = [pool.submit(run_one, out, configs[a], a, s) for s, a in plan]
+            [f.result() for f in futures]
+        runs = [json.loads(p.read_text()) for p in sorted(out.glob("*-s*.json"))]  # with earlier runs
     table, figures = summarize(runs)
     print()
     for a, row in table.items():

@@ -88,6 +88,10 @@ def test_in_group_split_routing_enforced_and_random_control_scores(tiny_model_di
     # the control randomises the prompt signal too: the challenger's paired differences are not all 0
     rec = out.metrics["challengers"][0]
     assert rec["id"] == ch.id and rec["n"] == 4 and rec["mean_diff"] != 0.0
+    from evolve.lineage.showing import challenger_evidence
+
+    shown = challenger_evidence(session.store, ch.id)  # what `evolve show HASH` lists
+    assert shown[0]["generation"] == "r:1" and shown[0]["n"] == 4
     rec2 = outs[1].metrics["challengers"][0]
     if rec2["id"] == ch.id:
         assert rec2["n"] == 8  # evidence accumulates across generations
@@ -122,6 +126,11 @@ def test_max_rollouts_is_never_overshot(tiny_model_dir, tmp_path, selection, bud
     finally:
         session.close()
     spent = [o.metrics["rollouts_spent"] for o in outs]
+    if selection == "in_group":  # reflection's challengers were sampled; `evolve prompts` shows their evidence
+        from evolve.prompt.dag import prompt_dag
+
+        nodes = prompt_dag(session.store, "r")
+        assert any(n["evidence"] and n["evidence"]["n"] > 0 for n in nodes)
     assert spent[-1] == budget and all(s <= budget for s in spent)
     learning = [sum(1 for r in o.rollouts if r.purpose != "heldout") for o in outs]
     assert [b - a for a, b in zip([0, *spent[:-1]], spent, strict=True)] == learning  # every learning rollout is counted
