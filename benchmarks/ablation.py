@@ -1,121 +1,244 @@
-"""Ablation on the tiny-coder gym: coupled vs weights-only vs prompt-only vs random-reward.
+"""Ablation on the gym's hard tier: does coupling the two levers beat either one alone?
 
-Every arm gets the same learning-rollout budget (train + candidate-evaluation rollouts;
-held-out measurement is not counted) and runs with 3 seeds. Prints a table of final
-held-out pass@1 (mean ± sd), the rollouts each arm needed to reach weights-only's final
-score, and the loop's bookkeeping overhead (lineage commits and state artifacts as a
-share of wall time). Headline figures come last as name=value lines.
+Arms (each a real `evolve run` with configs/ablation.toml plus the arm's overrides):
+  coupled        both levers, in-group prompt selection (per-prompt baseline)
+  coupled-task   the same with the task baseline (optional arm: --arms)
+  coupled-distill  coupled + context distillation into the seed prompt (optional, experimental)
+  coupled-gate   both levers, GEPA's minibatch-then-validation gate (the old path)
+  weights-only   GRPO alone, seed prompt frozen
+  prompt-only    in-group prompt selection alone, weights frozen
+  random-reward  coupled in-group, every learning reward Bernoulli(0.5) (both levers see noise)
 
-    .venv/bin/python benchmarks/ablation.py [--config configs/ablation.toml] [--seeds 0,1,2]
+Every arm spends the same learning-rollout budget (``max_rollouts``, enforced exactly inside a
+generation). Held-out: every held-out task x 8 samples at the start and the end
+(``heldout_full``; the start depends only on the seed, so one arm per seed measures it); a fixed
+12-task x 4-sample subset after every generation (the curves).
+Runs go seed by seed (all arms of seed 0 first), at most ``--jobs`` at once, each in its own
+SQLite file under ``--out``; each finished run's lineage is saved there, so ``--summarize-only``
+reports whatever finished. Raw results: benchmarks/results/ablation.json (results_io).
+
+    .venv/bin/python benchmarks/ablation.py [--seeds 0,1,2,3,4] [--jobs 2] [--out runs/ablation]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import os
 import subprocess
 import sys
-import tempfile
 import time
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from results_io import print_figures, write_results  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
-ARMS = {  # name -> (mode, reward)
-    "coupled": ("coupled", "verifier"),
-    "weights-only": ("weights", "verifier"),
-    "prompt-only": ("prompt", "verifier"),
-    "random-reward": ("coupled", "random"),
+ARMS = {  # name -> overrides of configs/ablation.toml
+    "coupled": {"mode": "coupled", "selection": "in_group", "baseline": "per_prompt"},
+    "coupled-gate": {"mode": "coupled", "selection": "gate"},
+    "weights-only": {"mode": "weights"},
+    "prompt-only": {"mode": "prompt", "selection": "in_group"},
+    "random-reward": {"mode": "coupled", "selection": "in_group", "reward": "random"},
+    "coupled-task": {"mode": "coupled", "selection": "in_group", "baseline": "task"},
+    "coupled-distill": {"mode": "coupled", "selection": "in_group", "baseline": "per_prompt", "distill": "seed",
+                        "heldout_seed_prompt": True},
 }
+DEFAULT_ARMS = "coupled,weights-only,prompt-only,random-reward,coupled-gate"
+START_ARM = "weights-only"  # measures the seed's start figure (identical for every arm of a seed)
+SINGLES = ("weights-only", "prompt-only")
 
 
-def run_arm(db: Path, config: str, arm: str, seed: int, generations: int) -> tuple[list[dict], float]:
-    mode, reward = ARMS[arm]
+def toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    return repr(v)
+
+
+def arm_config(base: Path, arm: str, out: Path, budget: int | None) -> Path:
+    loop = tomllib.loads(base.read_text())["loop"]
+    loop.update(ARMS[arm])
+    loop["heldout_full_at_start"] = arm == START_ARM
+    if budget:
+        loop["max_rollouts"] = budget
+    path = out / f"{arm}.toml"
+    path.write_text("[loop]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in loop.items()))
+    return path
+
+
+def run_one(out: Path, config: Path, arm: str, seed: int) -> dict:
     name = f"{arm}-s{seed}"
+    done = out / f"{name}.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    for stale in out.glob(f"{name}.db*"):  # a run killed before it finished: start it again
+        stale.unlink()
+    db = f"sqlite:///{out / (name + '.db')}"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "evolve", "run", "--config", config, "--mode", mode, "--reward", reward,
-                    "--seed", str(seed), "--generations", str(generations), "--name", name,
-                    "--db", f"sqlite:///{db}"], cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    with open(out / f"{name}.log", "w") as log:  # the run's status lines
+        subprocess.run([sys.executable, "-m", "evolve", "run", "--config", str(config), "--seed", str(seed),
+                        "--name", name, "--db", db], cwd=REPO, check=True, stdout=log, stderr=subprocess.STDOUT,
+                       env=env)
     wall = time.perf_counter() - t0
-    out = subprocess.run([sys.executable, "-m", "evolve", "lineage", name, "--json", "--db", f"sqlite:///{db}"],
-                         cwd=REPO, check=True, capture_output=True, text=True)
-    gens = sorted((g for g in json.loads(out.stdout) if g["status"] == "committed"), key=lambda g: g["index"])
-    return gens, wall
+    lin = subprocess.run([sys.executable, "-m", "evolve", "lineage", name, "--json", "--db", db], cwd=REPO,
+                         check=True, capture_output=True, text=True, env=env)
+    gens = sorted((g for g in json.loads(lin.stdout) if g["status"] == "committed"), key=lambda g: g["index"])
+    rec = {"arm": arm, "seed": seed, "wall_s": wall, "generations": [_slim(g) for g in gens]}
+    done.write_text(json.dumps(rec))
+    print(f"# {name}: {len(gens) - 1} generations, final full pass@1 "
+          f"{gens[-1]['metrics'].get('heldout_full', {}).get('pass@1')}, {wall:.0f}s", flush=True)
+    return rec
 
 
-def curve(gens: list[dict]) -> list[tuple[int, float]]:
-    return [(g["metrics"].get("rollouts_spent", 0), g["metrics"]["heldout"]["pass@1"]) for g in gens]
+def _slim(g: dict) -> dict:
+    m = g["metrics"]
+    return {"index": g["index"], "prompt_version": g["prompt_version"],
+            "rollouts_spent": m.get("rollouts_spent", 0), "heldout": m["heldout"],
+            "heldout_full": m.get("heldout_full"), "heldout_full_seed": m.get("heldout_full_seed"),
+            "all_fail_task_fraction": m.get("all_fail_task_fraction"),
+            "zero_variance_fraction": m.get("zero_variance_fraction"), "challengers": m.get("challengers"),
+            "promoted": m.get("promoted"), "accepted": m.get("accepted"), "prompt_changed": m.get("prompt_changed"),
+            "total_s": (m.get("timings") or {}).get("total")}
 
 
-def rollouts_to_reach(points: list[tuple[int, float]], target: float) -> int | None:
-    for spent, score in points:
-        if score >= target - 1e-9:
-            return spent
+# ---- summary ------------------------------------------------------------------------------------
+
+def per_task(gen: dict) -> dict[str, float]:
+    full = gen["heldout_full"] or {}
+    n = 8  # heldout_final_samples
+    return {t: c / n for t, c in (full.get("per_task") or {}).items()}
+
+
+def bootstrap_diff(a: dict[int, dict], b: dict[int, dict], reps: int = 2000, seed: int = 0) -> tuple:
+    """Paired mean difference a - b over (seed, task), with a 95% bootstrap interval that resamples
+    seeds and, within each, tasks."""
+    seeds = sorted(set(a) & set(b))
+    if not seeds:
+        return None, None, None
+    tasks = sorted(set.intersection(*(set(a[s]) & set(b[s]) for s in seeds)))
+    d = np.array([[a[s][t] - b[s][t] for t in tasks] for s in seeds])
+    rng = np.random.default_rng(seed)
+    stats = []
+    for _ in range(reps):
+        rows = d[rng.integers(0, len(seeds), len(seeds))]
+        cols = rng.integers(0, len(tasks), len(tasks))
+        stats.append(rows[:, cols].mean())
+    return float(d.mean()), float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
+
+
+def start_figure(runs: list[dict], seed: int) -> float:
+    """The seed's generation-0 full held-out pass@1 (measured by one arm per seed)."""
+    got = [r["generations"][0]["heldout_full"]["pass@1"] for r in runs
+           if r["seed"] == seed and r["generations"][0].get("heldout_full")]
+    return got[0] if got else float("nan")
+
+
+def rollouts_to_reach(gens: list[dict], target: float) -> int | None:
+    for g in gens[1:]:
+        if g["heldout"]["pass@1"] >= target - 1e-9:
+            return g["rollouts_spent"]
     return None
 
 
-def overhead(gens: list[dict], wall: float) -> float:
-    book = sum((g["metrics"].get("timings") or {}).get("commit", 0.0) for g in gens)
-    return book / wall if wall else 0.0
-
-
-def fmt(values: list[float]) -> str:
-    if not values:
-        return "n/a"
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.mean(values):.3f} ± {sd:.3f}"
+def summarize(runs: list[dict]) -> tuple[dict, dict]:
+    arms = sorted({r["arm"] for r in runs}, key=list(ARMS).index)
+    by_arm = {a: {r["seed"]: r for r in runs if r["arm"] == a} for a in arms}
+    table, finals_task = {}, {}
+    for a, rs in by_arm.items():
+        finals = [r["generations"][-1]["heldout_full"]["pass@1"] for r in rs.values()]
+        starts = [start_figure(runs, s) for s in rs]
+        curve_final = [r["generations"][-1]["heldout"]["pass@1"] for r in rs.values()]
+        fail = {}
+        for r in rs.values():
+            for g in r["generations"][1:]:
+                fail.setdefault(g["index"], []).append(g["all_fail_task_fraction"])
+        table[a] = {"seeds": sorted(rs), "final_pass@1_mean": float(np.mean(finals)),
+                    "final_pass@1_sd": float(np.std(finals, ddof=1)) if len(finals) > 1 else 0.0,
+                    "start_pass@1_mean": float(np.nanmean(starts)) if starts else float("nan"),
+                    "final_pass@8_mean": float(np.mean([r["generations"][-1]["heldout_full"]["pass@8"]
+                                                        for r in rs.values()])),
+                    "subset_final_pass@1_mean": float(np.mean(curve_final)),
+                    "all_fail_share_by_generation": {k: float(np.mean(v)) for k, v in sorted(fail.items())},
+                    "final_pass@1_seed_prompt": [(r["generations"][-1].get("heldout_full_seed") or
+                                                  r["generations"][-1]["heldout_full"])["pass@1"] for r in rs.values()],
+                    "promotions": [sum(1 for g in r["generations"] if g.get("promoted")) for r in rs.values()],
+                    "wall_s_mean": float(np.mean([r["wall_s"] for r in rs.values()]))}
+        finals_task[a] = {s: per_task(r["generations"][-1]) for s, r in rs.items()}
+    figures: dict = {}
+    for a in arms:
+        figures[f"{a.replace('-', '_')}_pass_at_1"] = round(table[a]["final_pass@1_mean"], 4)
+    singles = [a for a in SINGLES if a in table]
+    if "coupled" in table and len(singles) == 2:
+        best = max(singles, key=lambda a: table[a]["final_pass@1_mean"])
+        mean, lo, hi = bootstrap_diff(finals_task["coupled"], finals_task[best])
+        table["coupled_minus_best_single"] = {"best_single": best, "mean": mean, "ci95": [lo, hi],
+                                              "seeds_paired": sorted(set(finals_task["coupled"]) & set(finals_task[best]))}
+        figures["coupled_minus_best_single"] = round(100 * mean, 2)
+        figures["coupled_minus_best_single_ci95_low"] = round(100 * lo, 2)
+        figures["coupled_minus_best_single_ci95_high"] = round(100 * hi, 2)
+    if "coupled-gate" in table and "coupled" in table:
+        mean, lo, hi = bootstrap_diff(finals_task["coupled"], finals_task["coupled-gate"])
+        table["in_group_minus_gate"] = {"mean": mean, "ci95": [lo, hi]}
+        figures["in_group_minus_gate"] = round(100 * mean, 2)
+    if "weights-only" in table:
+        w = by_arm["weights-only"]
+        target = table["weights-only"]["subset_final_pass@1_mean"]
+        budget = float(np.mean([r["generations"][-1]["rollouts_spent"] for r in w.values()]))
+        for a, rs in by_arm.items():
+            got = [rollouts_to_reach(r["generations"], target) for r in rs.values()]
+            table[a]["rollouts_to_weights_final"] = got
+        got = table.get("coupled", {}).get("rollouts_to_weights_final") or []
+        reached = [g for g in got if g is not None]
+        ratio = (float(np.mean(reached)) / budget) if reached and len(reached) == len(got) else None
+        table["rollouts_to_match_weights"] = {"target_subset_pass@1": target, "weights_budget": budget,
+                                              "coupled": got, "ratio": ratio}
+        figures["rollouts_to_match_weights_ratio"] = round(ratio, 3) if ratio is not None else "never"
+    return table, figures
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", default=str(REPO / "configs" / "ablation.toml"))
-    ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--generations", type=int, default=50, help="upper bound; the rollout budget stops runs")
-    ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--seeds", default="0,1,2,3,4")
+    ap.add_argument("--arms", default=DEFAULT_ARMS)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--budget", type=int, default=None, help="override max_rollouts")
+    ap.add_argument("--out", default=str(REPO / "runs" / "ablation"))
+    ap.add_argument("--plan", default=None, help="explicit run order SEED:ARM,... (instead of seeds x arms)")
+    ap.add_argument("--summarize-only", action="store_true")
     args = ap.parse_args()
-    seeds = [int(s) for s in args.seeds.split(",")]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     arms = args.arms.split(",")
-    results: dict[str, list[tuple[list[dict], float]]] = {a: [] for a in arms}
-    with tempfile.TemporaryDirectory(prefix="evolve-ablation-") as tmp:
-        db = Path(tmp) / "lineage.db"
-        for seed in seeds:
-            for arm in arms:
-                gens, wall = run_arm(db, args.config, arm, seed, args.generations)
-                results[arm].append((gens, wall))
-                print(f"# {arm} seed {seed}: {len(gens) - 1} generations, final pass@1 "
-                      f"{gens[-1]['metrics']['heldout']['pass@1']:.3f}, {wall:.0f}s", flush=True)
-
-    finals = {a: [g[-1]["metrics"]["heldout"]["pass@1"] for g, _ in runs] for a, runs in results.items()}
-    initial = [g[0]["metrics"]["heldout"]["pass@1"] for runs in results.values() for g, _ in runs]
-    target = statistics.mean(finals["weights-only"]) if "weights-only" in finals else None
+    seeds = [int(s) for s in args.seeds.split(",")]
+    if args.summarize_only:
+        runs = [json.loads(p.read_text()) for p in sorted(out.glob("*-s*.json"))]
+    else:
+        plan = ([(int(x.split(":")[0]), x.split(":")[1]) for x in args.plan.split(",")] if args.plan
+                else [(s, a) for s in seeds for a in arms])
+        configs = {a: arm_config(Path(args.config), a, out, args.budget) for a in {a for _, a in plan}}
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            futures = [pool.submit(run_one, out, configs[a], a, s) for s, a in plan]
+            [f.result() for f in futures]
+        runs = [json.loads(p.read_text()) for p in sorted(out.glob("*-s*.json"))]  # with earlier runs
+    table, figures = summarize(runs)
     print()
-    print(f"{'arm':<15} {'held-out pass@1':>17} {'Δ vs gen 0':>11} {'rollouts to w-only final':>25} "
-          f"{'gens':>5} {'overhead':>9}")
-    reach: dict[str, list[int | None]] = {}
-    for arm, runs in results.items():
-        reach[arm] = [rollouts_to_reach(curve(g), target) if target is not None else None for g, _ in runs]
-        got = [r for r in reach[arm] if r is not None]
-        reach_s = f"{statistics.mean(got):.0f} ({len(got)}/{len(runs)} reached)" if got else "never"
-        gain = statistics.mean(finals[arm]) - statistics.mean(initial)
-        print(f"{arm:<15} {fmt(finals[arm]):>17} {gain:>+11.3f} {reach_s:>25} "
-              f"{statistics.mean(len(g) - 1 for g, _ in runs):>5.1f} "
-              f"{statistics.mean(overhead(g, w) for g, w in runs):>8.1%}")
-    print()
-    singles = [statistics.mean(finals[a]) for a in ("weights-only", "prompt-only") if a in finals]
-    print(f"initial_pass_at_1={statistics.mean(initial):.4f}")
-    for arm in results:
-        print(f"{arm.replace('-', '_')}_pass_at_1={statistics.mean(finals[arm]):.4f}")
-    if "coupled" in finals and len(singles) == 2:  # only meaningful against both single levers
-        print(f"coupled_minus_best_single_points={100 * (statistics.mean(finals['coupled']) - max(singles)):.2f}")
-    if "coupled" in finals:
-        w_budget = [g[-1]["metrics"].get("rollouts_spent", 0) for g, _ in results.get("weights-only", [])]
-        got = [r for r in reach["coupled"] if r is not None]
-        if got and w_budget:
-            print(f"coupled_rollouts_fraction_to_weights_final={statistics.mean(got) / statistics.mean(w_budget):.3f}")
-        else:
-            print("coupled_rollouts_fraction_to_weights_final=never")
-    all_runs = [r for runs in results.values() for r in runs]
-    print(f"bookkeeping_overhead={statistics.mean(overhead(g, w) for g, w in all_runs):.4f}")
+    for a, row in table.items():
+        if "final_pass@1_mean" in row:
+            print(f"{a:<14} start {row['start_pass@1_mean']:.3f}  final {row['final_pass@1_mean']:.3f} ± "
+                  f"{row['final_pass@1_sd']:.3f}  pass@8 {row['final_pass@8_mean']:.3f}  seeds {row['seeds']}  "
+                  f"reach {row.get('rollouts_to_weights_final')}")
+    write_results("ablation", args=vars(args), results={"runs": runs, "summary": table}, figures=figures)
+    print_figures(figures)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,19 @@ class StatusPrinter:
         self.previous = out.metrics["heldout"]["pass@1"]
 
 
+def challenger_text(m: dict) -> str:
+    """Each challenger sampled this generation: id, the line it adds, paired tasks, mean difference,
+    anytime-valid bounds, decision; then the pool size and how many proposals joined it."""
+    items = []
+    for c in m.get("challengers") or []:
+        added = f" +'{c['added'][:40]}'" if c.get("added") else ""
+        items.append(f"{c['id'][:8]}{added} n={c['n']} Δ={c['mean_diff']:+.3f} "
+                     f"[{c['lower']:+.2f},{c['upper']:+.2f}] {c['decision']}")
+    joined = m.get("accepted", 0)
+    head = "; ".join(items) if items else "no challenger sampled"
+    return f"challengers: {head} (pool {len(m.get('pool') or [])}, +{joined} new)"
+
+
 def status_line(index: int, m: dict, prompt, previous: float | None) -> str:
     held = m["heldout"]["pass@1"]
     delta = f" ({held - previous:+.3f})" if previous is not None else ""
@@ -55,7 +68,10 @@ def status_line(index: int, m: dict, prompt, previous: float | None) -> str:
         f"held-out pass@1 {held:.3f}{delta}",
     ]
     levers = m.get("levers", {})
-    if levers.get("prompt", True):
+    if levers.get("prompt", True) and m.get("selection") == "in_group":
+        parts.append(f"prompt {'PROMOTED' if m.get('promoted') else 'kept'}; "
+                     f"all-fail tasks {m.get('all_fail_task_fraction', 0):.2f}; {challenger_text(m)}")
+    elif levers.get("prompt", True):
         parts.append(f"prompt {'changed' if m.get('prompt_changed') else 'kept'} ({m.get('accepted', 0)}/"
                      f"{m.get('proposals', 0)} passed the minibatch gate)")
     else:

@@ -10,6 +10,7 @@ from evolve.gym.generate import SUITE, GymParams
 from evolve.gym.notes import BUG_MODES, DISTRACTORS, NOTES, SEED_INSTRUCTION
 from evolve.gym.suite import load_gym, load_suite
 from evolve.gym.teacher import teacher_solution
+from evolve.gym.tiers import TIERS, load_tier
 
 __all__ = ["BUG_MODES", "DISTRACTORS", "NOTES", "SEED_INSTRUCTION", "SUITE", "GymParams", "load_gym",
-           "load_suite", "teacher_solution"]
+           "load_suite", "load_tier", "TIERS", "teacher_solution"]

@@ -61,11 +61,38 @@ def describe_prompt(store, pv) -> dict:
         "id": pv.id, "components": pv.components, "parents": store.prompt_parents(pv.id),
         "proposed_by": pv.proposed_by, "meta": pv.meta or {}, "created_at": _iso(pv.created_at),
         "used_by": queries.generations_using(store, "prompt_version", pv.id),
+        "evidence": challenger_evidence(store, pv.id),
         "lm_calls": [{"id": c.id, "role": c.role, "model": c.model, "tokens": c.tokens, "latency_s": c.latency_s,
                       "error": c.error, "request_hash": c.request_hash,
                       "request_summary": _summary(c.request), "response_summary": _summary(c.response)}
                      for c in calls],
     }
+
+
+def challenger_evidence(store, pv_id: str) -> list[dict]:
+    """Every generation's in-group evidence record for this prompt version as a challenger
+    (generation metrics ``challengers``: paired tasks, mean difference, bounds, decision)."""
+    from sqlalchemy import String, cast, select
+
+    from evolve.lineage.models import Generation
+
+    with store.session() as s:
+        rows = s.scalars(select(Generation).where(Generation.status == "committed",
+                                                  cast(Generation.metrics, String).like(f"%{pv_id}%"))).all()
+        out = [{"generation": store.generation_name(g), **rec} for g in sorted(rows, key=lambda g: g.id)
+               for rec in ((g.metrics or {}).get("challengers") or []) if rec.get("id") == pv_id]
+    return out
+
+
+def _challenger_table(console, records: list[dict], title: str, first: str) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(first, "adds", "paired tasks", "mean diff", "bounds", "decision", title=title)
+    for c in records:
+        t.add_row(Text(str(c.get(first, ""))[:12 if first == "id" else 40]), Text(c.get("added", "")[:50]), str(c["n"]),
+                  f"{c['mean_diff']:+.3f}", f"[{c['lower']:+.2f}, {c['upper']:+.2f}]", Text(c["decision"]))
+    console.print(t)
 
 
 def describe_weights(store, w) -> dict:
@@ -114,6 +141,8 @@ def print_human(console, kind: str, info: dict) -> None:
             console.print(f"weights version: {w['id']} ({w['kind']} of {w['base_model']}), parent "
                           f"{short(w['parent'])}, checkpoint {short(w['artifact_sha'], 12)}")
         _kv_table(console, "metrics", info["metrics"])
+        if info["metrics"].get("challengers"):
+            _challenger_table(console, info["metrics"]["challengers"], "challengers (in-group evidence)", "id")
         _kv_table(console, "timings (s)", info["timings"])
         if info["rollouts"]:
             t = Table("purpose", "rollouts", "passed", "mean reward", title="rollouts")
@@ -129,6 +158,8 @@ def print_human(console, kind: str, info: dict) -> None:
         console.print(f"used by: {', '.join(info['used_by'][:20]) or '-'}")
         for name, text in info["components"].items():
             console.print(Panel(Text(terminal_safe(text)), title=Text(name), title_align="left"))
+        if info.get("evidence"):
+            _challenger_table(console, info["evidence"], "evidence as a challenger", "generation")
         for c in info["lm_calls"]:
             console.print(f"lm call {c['id']} ({c['role']}, {c['model']}, {c['latency_s']:.2f}s, "
                           f"tokens {c['tokens']})", markup=False)

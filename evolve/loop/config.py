@@ -15,6 +15,10 @@ from evolve.errors import ConfigError
 
 MODES = ("coupled", "weights", "prompt")
 REWARDS = ("verifier", "random")
+SELECTIONS = ("in_group", "gate")
+BASELINES = ("per_prompt", "task")
+ALL_FAIL_ROUTES = ("reflection", "both")
+DISTILL = ("off", "seed")
 
 
 @dataclass(frozen=True)
@@ -22,16 +26,66 @@ class LoopConfig:
     mode: str = "coupled"
     """Which levers learn: both ("coupled"), weights only (prompt frozen), prompt only (weights frozen)."""
     reward: str = "verifier"
-    """"verifier" = verified rewards; "random" = Bernoulli(0.5) rewards for every learning signal
-    (the random-reward control). Held-out evaluation always uses the verifier."""
+    """"verifier" = verified rewards; "random" = the random-reward control: every learning rollout
+    (train and candidate) gets an independent Bernoulli(0.5) reward, drawn from the run seed and the
+    rollout's prompt, task, sample and text, so both levers see pure noise (the weight update and the
+    prompt selection alike; a challenger and its incumbent get independent draws, so noise can promote
+    one, at the rule's error rate in_group and about half the time at the gate). Held-out evaluation
+    and the reflection traces always use the verifier."""
+    selection: str = "in_group"
+    """How prompt candidates are evaluated. "in_group" (Fast-Slow Training / E-SPL): each task's
+    group of G samples is shared by the incumbent and up to ``challengers`` challengers, every
+    rollout trains the weights and scores the prompts, and evidence accumulates across generations
+    (``promote_alpha``). "gate": GEPA's separate minibatch then validation rollouts (the old path)."""
+    challengers: int = 1
+    """in_group: challengers sampled next to the incumbent in every task's group (K - 1)."""
+    challenger_samples: int | None = None
+    """in_group: samples of each task's G that each challenger gets; the incumbent keeps the rest,
+    which must be at least half of G. None = half of G shared by the challengers."""
+    challenger_pool: int = 4
+    """in_group: most challengers waiting or being measured at once; reflection fills free places."""
+    baseline: str = "per_prompt"
+    """in_group advantage baseline: "per_prompt" (one per task and prompt, E-SPL "normal") or "task"
+    (one per task across prompts, E-SPL "marginalize": samples under a better prompt get a positive
+    advantage)."""
+    promote_alpha: float = 0.05
+    """in_group: a challenger no better than the incumbent + ``promote_margin`` is promoted with
+    probability at most this, over any number of generations (an anytime-valid betting test, see
+    evolve/prompt/evidence.py)."""
+    promote_margin: float = 0.0
+    """in_group: mean paired difference (challenger - incumbent, per task) a challenger must beat."""
+    retire_alpha: float = 0.2
+    """in_group: level of the mirror test that retires a challenger that is losing."""
+    evidence_cap: int = 96
+    """in_group: paired task differences after which an undecided challenger is retired."""
+    all_fail_groups: str = "reflection"
+    """Where groups whose samples all failed go: "reflection" only (GRPO has no signal there), or
+    "both" (also to the weight update; only ngrpo learns from them). Routing is enforced: the
+    update receives exactly the groups routed to the weights."""
+    distill: str = "off"
+    """EXPERIMENTAL context distillation: "seed" also trains, on each rollout sampled under a prompt
+    other than the seed, the log-probabilities of the same completion under the seed prompt (same
+    reward, advantage from the same baseline), so the weights learn to act as if the lessons were
+    there. "off" = no."""
+    heldout_seed_prompt: bool = False
+    """Also evaluate held-out with the seed prompt on the new weights ("does the model still need
+    the prompt?"), recorded as ``heldout_seed``."""
+    heldout_final_tasks: int | None = None
+    """Evaluate this many held-out tasks (0 = all) at generation 0 and at the last generation
+    (its budget spent or ``generations`` reached), recorded as ``heldout_full``; None = off."""
+    heldout_full_at_start: bool = True
+    """Also measure ``heldout_full`` at generation 0 (runs that share a seed share that figure)."""
+    heldout_final_samples: int = 8
+    """Samples per task of that full held-out figure (pass@1, pass@4 and pass@8 where they fit)."""
     generations: int = 8
     """Generations to run after generation 0 (the initial state)."""
     seed: int = 0
     """Run seed; each generation's seeds derive from it and the generation index."""
     policy: str = "policies/tiny-coder.toml"
     """Policy spec (model, backend, sampling, optimizer, GRPO parameters)."""
-    suite: str = "tiny-coder"
-    """Task suite: "tiny-coder" (the gym) or "humaneval"."""
+    suite: str = "tiny-coder-hard"
+    """Task suite: "tiny-coder" (the gym), "tiny-coder-hard" (its hard tier: the CMP-bug tasks, where
+    the base model's groups mostly all fail, plus as many others; see evolve/gym/tiers.py) or "humaneval"."""
     pipeline: str | None = None
     """Verifier pipeline TOML; None = the built-in default."""
     seed_prompt: str = "prompts/tiny-coder.toml"
@@ -132,6 +186,33 @@ class LoopConfig:
             bad(f"reuse_candidate_rollouts must be winner, all or none, got {self.reuse_candidate_rollouts!r}")
         if self.max_rollouts is not None and self.max_rollouts < 1:
             bad("max_rollouts must be positive")
+        for name, allowed in (("selection", SELECTIONS), ("baseline", BASELINES),
+                              ("all_fail_groups", ALL_FAIL_ROUTES), ("distill", DISTILL)):
+            if getattr(self, name) not in allowed:
+                bad(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        for name in ("challengers", "challenger_pool", "evidence_cap", "heldout_final_samples"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                bad(f"{name} must be a positive integer, got {value!r}")
+        per = self.samples_per_challenger
+        if not isinstance(per, int) or isinstance(per, bool) or per < 1:
+            bad(f"challenger_samples must be a positive integer (and samples_per_task >= 2), got {per!r}")
+        if self.selection == "in_group" and 2 * self.challengers * per > self.samples_per_task:
+            bad(f"challengers x challenger_samples ({self.challengers} x {per}) must leave "
+                f"the incumbent at least half of samples_per_task ({self.samples_per_task})")
+        for name in ("promote_alpha", "retire_alpha"):
+            if not 0 < getattr(self, name) < 1:
+                bad(f"{name} must be in (0, 1), got {getattr(self, name)!r}")
+        if not 0 <= self.promote_margin < 1:
+            bad(f"promote_margin must be in [0, 1), got {self.promote_margin!r}")
+        if self.heldout_final_tasks is not None and self.heldout_final_tasks < 0:
+            bad("heldout_final_tasks must be >= 0 (0 = all)")
+
+    @property
+    def samples_per_challenger(self) -> int:
+        if self.challenger_samples is not None:
+            return self.challenger_samples
+        return self.samples_per_task // (2 * self.challengers) if isinstance(self.challengers, int) else 0
 
     def with_overrides(self, **overrides: Any) -> LoopConfig:
         clean = {k: v for k, v in overrides.items() if v is not None}

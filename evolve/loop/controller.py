@@ -25,7 +25,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from evolve.errors import EvolveError
 from evolve.loop.config import GenerationSeeds, LoopConfig
+from evolve.loop.distill import distill_groups
+from evolve.loop.in_group import run_in_group
 from evolve.loop.rollouts import PENDING_WEIGHTS, heldout_metrics, roll_out, task_scores, verify
 from evolve.loop.routing import Routing, group_by_task, route
 from evolve.loop.state import LoopState, rollout_from_dict, rollout_to_dict
@@ -48,6 +51,7 @@ class LoopContext:
     tasks_by_id: dict[str, Task]
     learn_weights: bool
     learn_prompt: bool
+    all_heldout_tasks: list[Task] = field(default_factory=list)  # for the full held-out figure
 
 
 @dataclass
@@ -63,6 +67,10 @@ class Outcome:
     metrics: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
     loop_state: LoopState | None = None
+    parent_weights: str = PENDING_WEIGHTS
+    budget_left: int | None = None  # learning rollouts left when the generation started
+    routing: Routing = field(default_factory=Routing)
+    update_groups: list = field(default_factory=list)  # exactly what the weight update was given
 
 
 class Timer:
@@ -81,27 +89,76 @@ class Timer:
 def run_generation(ctx: LoopContext, state: LoopState, index: int, seeds: GenerationSeeds,
                    parent_weights: str, parent_heldout: dict | None, progress=None) -> Outcome:
     cfg, timer = ctx.config, Timer()
-    random_seed = seeds.reward if cfg.reward == "random" else None
     prompt = ctx.evolver.current()
-    out = Outcome(index=index, seeds=seeds, prompt=prompt)
+    out = Outcome(index=index, seeds=seeds, prompt=prompt, parent_weights=parent_weights)
+    out.budget_left = None if cfg.max_rollouts is None else cfg.max_rollouts - state.rollouts_spent
 
-    with timer.phase("select"):  # 1. select tasks
-        picks = state.sampler.take(len(ctx.train_tasks), cfg.tasks_per_generation)
+    with timer.phase("select"):  # 1. select tasks (fewer, or a smaller group, at the end of the budget)
+        n_tasks, group_size = plan_batch(cfg.tasks_per_generation, cfg.samples_per_task, out.budget_left)
+        picks = state.sampler.take(len(ctx.train_tasks), n_tasks)
         tasks = [ctx.train_tasks[i] for i in picks]
+    if cfg.selection == "in_group" and ctx.learn_prompt:  # 2-7 with the prompts inside the groups
+        run_in_group(ctx, state, index, seeds, tasks, group_size, out, timer, progress, _tick)
+    else:
+        _run_gate(ctx, state, seeds, tasks, group_size, out, timer, progress)
+
+    _tick(progress, "heldout")
+    with timer.phase("heldout"):  # 8. held-out evaluation (and the split between the levers)
+        _evaluate_heldout(ctx, prompt, seeds, parent_heldout, out)
+
+    learning = [r for r in out.rollouts if r.purpose != "heldout"]
+    state.rollouts_spent += len(learning)
+    if cfg.max_rollouts is not None and state.rollouts_spent > cfg.max_rollouts:  # a bug, never a policy
+        raise EvolveError(f"budget overshoot: {state.rollouts_spent} > max_rollouts {cfg.max_rollouts}")
+    _final_heldout(ctx, seeds, index, state, out, timer)
+    state.heldout_history.append(out.metrics["heldout"]["pass@1"])
+    out.loop_state = state
+    out.metrics.update(_train_metrics([r for r in out.rollouts if r.purpose == "train"], out.routing, out, state))
+    out.metrics["levers"] = {"weights": ctx.learn_weights, "prompt": ctx.learn_prompt}
+    out.metrics["selection"] = cfg.selection if ctx.learn_prompt else None
+    out.timings = timer.spent
+    return out
+
+
+def plan_batch(tasks: int, group: int, left: int | None) -> tuple[int, int]:
+    """(tasks, samples per task) of a generation's training batch that fit in ``left`` rollouts."""
+    if left is None or left >= tasks * group:
+        return tasks, group
+    if left >= group:
+        return left // group, group
+    return (1, left) if left > 0 else (0, group)
+
+
+def budget_left(cfg: LoopConfig, state: LoopState, out: Outcome) -> int | None:
+    """Learning rollouts this generation may still spend (None = no budget)."""
+    if cfg.max_rollouts is None:
+        return None
+    return cfg.max_rollouts - state.rollouts_spent - sum(1 for r in out.rollouts if r.purpose != "heldout")
+
+
+def _run_gate(ctx, state, seeds, tasks, group_size, out, timer, progress) -> None:
+    """The separate minibatch-then-validation path (``selection = "gate"``), and the weights-only loop."""
+    cfg = ctx.config
+    random_seed = seeds.reward if cfg.reward == "random" else None
+    prompt = out.prompt
     _tick(progress, "rollout")
     with timer.phase("rollout"):  # 2. roll out G samples per task
-        train = roll_out(ctx.policy, prompt, tasks, cfg.samples_per_task, seeds.sample, "train", parent_weights)
+        train = roll_out(ctx.policy, prompt, tasks, group_size, seeds.sample, "train", out.parent_weights)
     with timer.phase("verify"):  # 3. verify
         verify(ctx.verifier, ctx.tasks_by_id, train, random_seed)
-    groups = group_by_task(train)
-    routing = route(groups, cfg.recurring_failure_min_groups)
+    routing = route(group_by_task(train), cfg.recurring_failure_min_groups, cfg.all_fail_groups == "both")
+    out.routing = routing
     out.rollouts += train
 
     _tick(progress, "update")
-    if ctx.learn_weights:  # 4. GRPO-family update (+ on-policy rollouts carried from the last generation)
+    if ctx.learn_weights:  # 4. GRPO-family update on exactly the routed groups (+ routed carried ones)
         with timer.phase("update"):
-            carried = group_by_task([rollout_from_dict(d) for d in state.carried])
-            out.update_stats = ctx.policy.update(groups + carried).to_dict()
+            carried = route(group_by_task([rollout_from_dict(d) for d in state.carried]),
+                            cfg.recurring_failure_min_groups, cfg.all_fail_groups == "both")
+            extra = distill_groups(ctx, carried.weight_groups) if cfg.distill == "seed" else []
+            out.update_groups = routing.weight_groups + carried.weight_groups + extra
+            out.update_stats = ctx.policy.update(out.update_groups).to_dict()
+            out.update_stats["carried_groups"] = len(carried.weight_groups)
 
     _tick(progress, "reflect")
     reused: list[Rollout] = []
@@ -110,23 +167,10 @@ def run_generation(ctx: LoopContext, state: LoopState, index: int, seeds: Genera
             rng = random.Random(seeds.reflect)
             proposals = ctx.evolver.propose(prompt, routing.reflection_rollouts + routing.contrast_rollouts, rng)
         with timer.phase("proposal_eval"):
-            reused = _evaluate_proposals(ctx, prompt, proposals, routing, tasks, seeds, random_seed, out)
-
-    _tick(progress, "heldout")
-    with timer.phase("heldout"):  # 8. held-out evaluation (and the split between the levers)
-        _evaluate_heldout(ctx, prompt, seeds, parent_heldout, out)
-
-    learning = [r for r in out.rollouts if r.purpose != "heldout"]
-    state.rollouts_spent += len(learning)
+            reused = _evaluate_proposals(ctx, state, prompt, proposals, routing, tasks, seeds, random_seed, out)
     if cfg.reuse_candidate_rollouts == "all":
         reused = [r for r in out.rollouts if r.purpose == "candidate"]
     state.carried = [rollout_to_dict(r) for r in reused] if cfg.reuse_candidate_rollouts != "none" else []
-    state.heldout_history.append(out.metrics["heldout"]["pass@1"])
-    out.loop_state = state
-    out.metrics.update(_train_metrics(train, routing, out, state))
-    out.metrics["levers"] = {"weights": ctx.learn_weights, "prompt": ctx.learn_prompt}
-    out.timings = timer.spent
-    return out
 
 
 def _tick(progress, phase: str) -> None:
@@ -141,44 +185,85 @@ def _minibatch(routing: Routing, tasks: list[Task], size: int) -> list[Task]:
     return [by_id[t] for t in order[:size]]
 
 
-def _evaluate_proposals(ctx, parent: Candidate, proposals, routing, tasks, seeds, random_seed, out) -> list:
-    """Minibatch gate, then validation; returns the new current prompt's on-policy rollouts."""
+def _evaluate_proposals(ctx, state, parent: Candidate, proposals, routing, tasks, seeds, random_seed, out) -> list:
+    """Minibatch gate, then validation; returns the new current prompt's on-policy rollouts.
+
+    Every evaluation is checked against the rollout budget first; one that does not fit is not
+    run and its proposal is recorded as rejected ("budget")."""
     cfg = ctx.config
     if not proposals:
         return []
     mb_tasks = _minibatch(routing, tasks, cfg.minibatch_tasks)
 
     def evaluate(cand: Candidate, task_list: list[Task], n: int, seed: int) -> list[Rollout]:
+        left = budget_left(cfg, state, out)
+        if left is not None and len(task_list) * n > left:
+            raise _OverBudget
         rolls = roll_out(ctx.policy, cand, task_list, n, seed, "candidate", PENDING_WEIGHTS)
         verify(ctx.verifier, ctx.tasks_by_id, rolls, random_seed)
         out.rollouts.extend(rolls)
         return rolls
 
     # Common random numbers: parent and proposals are sampled with the same seed on the same weights.
-    parent_mb = evaluate(parent, mb_tasks, cfg.minibatch_samples, seeds.reflect)
-    parent_scores = task_scores(parent_mb)
-    parent_val: list[Rollout] | None = None
+    try:
+        parent_mb = evaluate(parent, mb_tasks, cfg.minibatch_samples, seeds.reflect)
+    except _OverBudget:
+        out.proposals += [_over_budget(p) for p in proposals]
+        return []
+    gate_parent = _Parent(parent, task_scores(parent_mb))
     on_policy: dict[str, list[Rollout]] = {parent.id: parent_mb}
     for proposal in proposals:
-        rolls = evaluate(proposal.candidate, mb_tasks, cfg.minibatch_samples, seeds.reflect)
-        scores = task_scores(rolls)
-        record = {"proposal": proposal, "minibatch": scores, "parent_minibatch": parent_scores, "accepted": False}
-        if ctx.evolver.accept(proposal, scores, parent_scores, metric_calls=len(rolls)):
-            if parent_val is None:
-                parent_val = evaluate(parent, ctx.val_tasks, cfg.val_samples, seeds.reflect + 1)
-                ctx.evolver.observe_val(parent, task_scores(parent_val), metric_calls=len(parent_val))
-                bar = float(np.mean(list(task_scores(parent_val).values()))) - cfg.noninferior_tolerance
-                on_policy[parent.id] = parent_mb + parent_val
-            cand_val = evaluate(proposal.candidate, ctx.val_tasks, cfg.val_samples, seeds.reflect + 1)
-            ctx.evolver.observe_val(proposal.candidate, task_scores(cand_val), metric_calls=len(cand_val))
-            val_mean = float(np.mean(list(task_scores(cand_val).values())))
-            if cfg.promotion == "noninferior" and val_mean >= bar:
-                ctx.evolver.promote(proposal.candidate)  # the best non-inferior proposal so far wins
-                bar = val_mean
-            on_policy[proposal.candidate.id] = rolls + cand_val
-            record.update(accepted=True, val=task_scores(cand_val), parent_val=task_scores(parent_val))
-        out.proposals.append(record)
+        try:
+            _gate_one(ctx, proposal, gate_parent, mb_tasks, on_policy, evaluate, seeds, out)
+        except _OverBudget:
+            if not out.proposals or out.proposals[-1]["proposal"] is not proposal:
+                out.proposals.append(_over_budget(proposal))
+            else:
+                out.proposals[-1]["meta"] = {"skipped": "budget (validation)"}
     return on_policy.get(ctx.evolver.current().id, [])
+
+
+class _OverBudget(Exception):
+    """An evaluation that would spend more learning rollouts than the budget has left."""
+
+
+def _over_budget(proposal) -> dict:
+    return {"proposal": proposal, "minibatch": None, "parent_minibatch": None, "accepted": False,
+            "meta": {"skipped": "budget"}}
+
+
+@dataclass
+class _Parent:
+    """The parent's evaluations in one generation's gate (validation measured lazily, once)."""
+
+    candidate: Candidate
+    scores: dict
+    val: list | None = None
+    bar: float = 0.0
+
+
+def _gate_one(ctx, proposal, parent: _Parent, mb_tasks, on_policy, evaluate, seeds, out) -> None:
+    """One proposal: minibatch gate, then (if it passes) validation and the promotion rule."""
+    cfg = ctx.config
+    rolls = evaluate(proposal.candidate, mb_tasks, cfg.minibatch_samples, seeds.reflect)
+    scores = task_scores(rolls)
+    record = {"proposal": proposal, "minibatch": scores, "parent_minibatch": parent.scores, "accepted": False}
+    out.proposals.append(record)
+    if not ctx.evolver.accept(proposal, scores, parent.scores, metric_calls=len(rolls)):
+        return
+    if parent.val is None:
+        parent.val = evaluate(parent.candidate, ctx.val_tasks, cfg.val_samples, seeds.reflect + 1)
+        ctx.evolver.observe_val(parent.candidate, task_scores(parent.val), metric_calls=len(parent.val))
+        parent.bar = float(np.mean(list(task_scores(parent.val).values()))) - cfg.noninferior_tolerance
+        on_policy[parent.candidate.id] = on_policy[parent.candidate.id] + parent.val
+    cand_val = evaluate(proposal.candidate, ctx.val_tasks, cfg.val_samples, seeds.reflect + 1)
+    ctx.evolver.observe_val(proposal.candidate, task_scores(cand_val), metric_calls=len(cand_val))
+    val_mean = float(np.mean(list(task_scores(cand_val).values())))
+    if cfg.promotion == "noninferior" and val_mean >= parent.bar:
+        ctx.evolver.promote(proposal.candidate)  # the best non-inferior proposal so far wins
+        parent.bar = val_mean
+    on_policy[proposal.candidate.id] = rolls + cand_val
+    record.update(accepted=True, val=task_scores(cand_val), parent_val=task_scores(parent.val))
 
 
 def _evaluate_heldout(ctx, old_prompt: Candidate, seeds, parent_heldout, out: Outcome) -> None:
@@ -195,6 +280,9 @@ def _evaluate_heldout(ctx, old_prompt: Candidate, seeds, parent_heldout, out: Ou
     final = evaluate(new_prompt)
     out.metrics["heldout"] = final
     out.metrics["prompt_changed"] = new_prompt.id != old_prompt.id
+    seed = ctx.evolver.seed
+    if cfg.heldout_seed_prompt:  # "does the model still need the prompt?"
+        out.metrics["heldout_seed"] = final if seed.id == new_prompt.id else evaluate(seed)
     if parent_heldout is None:
         return
     # Split the gain: (old prompt, new weights) isolates the weight update's part.
@@ -210,6 +298,33 @@ def _evaluate_heldout(ctx, old_prompt: Candidate, seeds, parent_heldout, out: Ou
     }
 
 
+def _final_heldout(ctx, seeds, index: int, state: LoopState, out: Outcome, timer: Timer) -> None:
+    """At the last generation (budget spent or ``generations`` reached): the full held-out figure."""
+    cfg = ctx.config
+    spent = cfg.max_rollouts is not None and state.rollouts_spent >= cfg.max_rollouts
+    if cfg.heldout_final_tasks is None or not (spent or index >= cfg.generations):
+        return
+    with timer.phase("heldout_full"):
+        out.metrics["heldout_full"] = full_heldout(ctx, ctx.evolver.current(), seeds, out.rollouts)
+        if cfg.heldout_seed_prompt and ctx.evolver.current().id != ctx.evolver.seed.id:
+            out.metrics["heldout_full_seed"] = full_heldout(ctx, ctx.evolver.seed, seeds, out.rollouts)
+
+
+def full_heldout(ctx, candidate: Candidate, seeds, sink: list) -> dict:
+    """``heldout_final_tasks`` held-out tasks (0 = every one) x ``heldout_final_samples``, per-task passes kept."""
+    cfg = ctx.config
+    tasks = ctx.all_heldout_tasks or ctx.heldout_tasks
+    if cfg.heldout_final_tasks:
+        tasks = tasks[:cfg.heldout_final_tasks]
+    n = cfg.heldout_final_samples
+    rolls = roll_out(ctx.policy, candidate, tasks, n, seeds.heldout, "heldout", PENDING_WEIGHTS)
+    verify(ctx.verifier, ctx.tasks_by_id, rolls, None)
+    sink.extend(rolls)
+    m = heldout_metrics(rolls, tuple(k for k in (1, 4, 8) if k <= n))
+    m["per_task"] = {t: sum(r.passed for r in rolls if r.task_id == t) for t in dict.fromkeys(r.task_id for r in rolls)}
+    return m
+
+
 def _class_attribution(before: dict, mid: dict, after: dict) -> dict:
     """Per failure class: how many held-out failures each lever removed (negative = added)."""
     out = {}
@@ -219,11 +334,20 @@ def _class_attribution(before: dict, mid: dict, after: dict) -> dict:
     return out
 
 
+def _all_fail_share(train: list[Rollout]) -> float:
+    """Share of the batch's tasks on which no sample passed the verifier (under any prompt)."""
+    passed: dict[str, bool] = {}
+    for r in train:
+        passed[r.task_id] = passed.get(r.task_id, False) or r.passed
+    return float(np.mean([not p for p in passed.values()])) if passed else 0.0
+
+
 def _train_metrics(train: list[Rollout], routing: Routing, out: Outcome, state: LoopState) -> dict:
     summary = routing.summary()
     return {
         "train_reward": float(np.mean([r.reward for r in train])) if train else 0.0,
         "train_pass_rate": float(np.mean([r.passed for r in train])) if train else 0.0,
+        "all_fail_task_fraction": _all_fail_share(train),
         "routing": summary,
         "zero_variance_fraction": summary["zero_variance_fraction"],
         "update": out.update_stats,

@@ -6,6 +6,7 @@ the lineage.
 
 from __future__ import annotations
 
+import zlib
 from collections import Counter, defaultdict
 
 import numpy as np
@@ -40,10 +41,20 @@ def verify(verifier, tasks_by_id: dict[str, Task], rollouts: list[Rollout], rand
     """Attach verdicts. With ``random_seed`` the learning reward is Bernoulli(0.5) (the control);
     the verdict itself (and so held-out scores and reflection traces) stays real."""
     results = verifier.verify_batch([(tasks_by_id[r.task_id], r.completion) for r in rollouts])
-    rng = np.random.default_rng(random_seed) if random_seed is not None else None
     for r, res in zip(rollouts, results, strict=True):
         r.result = res
-        r.reward = float(rng.random() < 0.5) if rng is not None and r.purpose != "heldout" else float(res.reward)
+        if random_seed is not None and r.purpose != "heldout":
+            r.reward = random_reward(random_seed, r)
+        else:
+            r.reward = float(res.reward)
+
+
+def random_reward(seed: int, r: Rollout) -> float:
+    """The control's reward: Bernoulli(0.5) keyed by the seed and the rollout's prompt, task, sample
+    and text. Two prompts (a challenger and its incumbent, a proposal and its parent) get independent
+    draws, so noise can make either look better; the same rollout always gets the same draw."""
+    key = zlib.crc32(f"{r.prompt_version}|{r.task_id}|{r.sample_index}|{r.purpose}|{r.completion}".encode())
+    return float(np.random.default_rng([seed, key]).random() < 0.5)
 
 
 def task_scores(rollouts: list[Rollout]) -> dict[str, float]:

@@ -7,6 +7,10 @@ exactly those failures' traces. So:
 - all-fail groups, and failure classes that keep recurring across groups, go to reflection;
 - mixed groups drive the weights;
 - all-pass groups give reflection successes to contrast with.
+
+The update is given exactly ``Routing.weight_groups`` (enforced in the controller, tested).
+All-fail groups reach the weights only with the explicit setting ``all_fail_groups = "both"``
+(recorded in the run config and in each generation's routing summary), which only ngrpo can use.
 """
 
 from __future__ import annotations
@@ -46,6 +50,14 @@ def input_shape(input_repr: str) -> str:
     return ""
 
 
+def group_by_baseline(rollouts: list[Rollout], baseline: str) -> list[list[Rollout]]:
+    """Advantage groups: the partition ``evolve.policy.advantages.baselines`` defines, on rollouts."""
+    from evolve.policy.advantages.baselines import baseline_partition
+
+    parts = baseline_partition([r.task_id for r in rollouts], [r.prompt_version for r in rollouts], baseline)
+    return [[rollouts[i] for i in idx] for idx in parts]
+
+
 def group_by_task(rollouts: list[Rollout]) -> list[list[Rollout]]:
     """GRPO groups: same task under the same prompt version, in first-seen order."""
     groups: dict[tuple[str, str], list[Rollout]] = {}
@@ -63,6 +75,7 @@ class Routing:
     mixed_tasks: list[str] = field(default_factory=list)
     all_pass_tasks: list[str] = field(default_factory=list)
     recurring_classes: list[str] = field(default_factory=list)
+    all_fail_to_weights: bool = False
 
     def summary(self) -> dict:
         n = len(self.all_fail_tasks) + len(self.mixed_tasks) + len(self.all_pass_tasks)
@@ -74,12 +87,14 @@ class Routing:
             "zero_variance_fraction": (len(self.all_fail_tasks) + len(self.all_pass_tasks)) / n if n else 0.0,
             "reflection_rollouts": len(self.reflection_rollouts),
             "recurring_classes": self.recurring_classes,
+            "weight_groups": len(self.weight_groups),
+            "all_fail_to_weights": self.all_fail_to_weights,
         }
 
 
-def route(groups: list[list[Rollout]], recurring_min_groups: int = 2) -> Routing:
+def route(groups: list[list[Rollout]], recurring_min_groups: int = 2, all_fail_to_weights: bool = False) -> Routing:
     """Split verified groups between the levers (see the module docstring)."""
-    routing = Routing()
+    routing = Routing(all_fail_to_weights=all_fail_to_weights)
     class_groups: Counter[str] = Counter()
     for group in groups:
         classes = {c for c in (failure_class(r) for r in group) if c}
@@ -101,4 +116,6 @@ def route(groups: list[list[Rollout]], recurring_min_groups: int = 2) -> Routing
         else:
             routing.all_fail_tasks.append(task_id)
             routing.reflection_rollouts += group
+            if all_fail_to_weights:
+                routing.weight_groups.append(group)
     return routing

@@ -20,7 +20,7 @@ import numpy as np
 
 from evolve.errors import ConfigError, EvolveError
 from evolve.loop.config import GenerationSeeds, LoopConfig
-from evolve.loop.controller import LoopContext, Outcome, run_generation
+from evolve.loop.controller import LoopContext, Outcome, full_heldout, run_generation
 from evolve.loop.recording import BufferRecorder
 from evolve.loop.rollouts import PENDING_WEIGHTS, heldout_metrics, roll_out, verify
 from evolve.loop.state import LoopState, SamplerState, read_state_folder, store_state
@@ -53,10 +53,12 @@ def load_seed_prompt(path: str) -> dict[str, str]:
 
 def load_suite(cfg: LoopConfig):
     """(train, held-out, validation) task lists of the configured suite."""
-    if cfg.suite == "tiny-coder":
-        from evolve.gym import load_gym
+    if cfg.suite in ("tiny-coder", "tiny-coder-hard"):
+        from evolve.gym import load_gym, load_tier
 
         train, heldout = load_gym("train", seed=0), load_gym("heldout", seed=0)
+        if cfg.suite == "tiny-coder-hard":
+            train, heldout = load_tier("hard", train), load_tier("hard", heldout)
     elif cfg.suite == "humaneval":
         from evolve.verification import load_humaneval
 
@@ -67,9 +69,10 @@ def load_suite(cfg: LoopConfig):
     else:
         raise ConfigError(f"unknown suite {cfg.suite!r} (known: tiny-coder, humaneval)")
     pick = np.random.default_rng(cfg.seed + 101)
+    all_heldout = heldout
     heldout = [heldout[i] for i in sorted(pick.permutation(len(heldout))[:cfg.heldout_tasks])]
     val = [train[i] for i in sorted(pick.permutation(len(train))[:cfg.val_tasks])]
-    return train, heldout, val
+    return train, heldout, val, all_heldout
 
 
 def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_components: dict,
@@ -98,10 +101,11 @@ def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_compon
     # written: the Verifier refuses (one line naming what is missing) unless weak isolation was asked for.
     verifier = Verifier(pipeline, jobs=cfg.verifier_jobs, allow_weak=allow_weak_sandbox)
     say(f"verifier isolation: {verifier.isolation}")
-    train, heldout, val = load_suite(cfg)
-    by_id = {t.task_id: t for t in train + heldout}
+    train, heldout, val, all_heldout = load_suite(cfg)
+    by_id = {t.task_id: t for t in train + all_heldout}
     ctx = LoopContext(cfg, policy, verifier, evolver, train, heldout, val, by_id,
-                      learn_weights=learn_weights, learn_prompt=cfg.mode in ("coupled", "prompt"))
+                      learn_weights=learn_weights, learn_prompt=cfg.mode in ("coupled", "prompt"),
+                      all_heldout_tasks=all_heldout)
     return Session(store, run, ctx, spec, recorder, say)
 
 
@@ -138,7 +142,7 @@ def commit_outcome(session: Session, gid: int, out: Outcome, parent_weights: str
         store.put_prompt_version(
             prop.candidate.components, parents=list(prop.parents), proposed_by=prop.proposed_by,
             lm_call_ids=[ids[i] for i in prop.lm_call_ids if i in ids],
-            meta={**prop.meta, "generation": out.index, "accepted": p["accepted"],
+            meta={**prop.meta, **p.get("meta", {}), "generation": out.index, "accepted": p["accepted"],
                   "minibatch": p["minibatch"], "parent_minibatch": p["parent_minibatch"],
                   "val": p.get("val"), "parent_val": p.get("parent_val")})
     current = ctx.evolver.current()
@@ -211,6 +215,8 @@ def initial_outcome(ctx: LoopContext, seeds: GenerationSeeds) -> Outcome:
     verify(ctx.verifier, ctx.tasks_by_id, rolls, None)
     out.rollouts = rolls
     out.metrics = {"heldout": heldout_metrics(rolls, cfg.heldout_ks), "rollouts_spent": 0}
+    if cfg.heldout_final_tasks is not None and cfg.heldout_full_at_start:  # the full figure at the start
+        out.metrics["heldout_full"] = full_heldout(ctx, prompt, seeds, out.rollouts)
     out.timings = {"heldout": time.perf_counter() - t0}
     out.loop_state = LoopState(sampler=SamplerState(seed=cfg.seed))
     out.loop_state.heldout_history.append(out.metrics["heldout"]["pass@1"])

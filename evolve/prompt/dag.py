@@ -25,6 +25,11 @@ def prompt_dag(store: Any, run: str) -> list[dict]:
     for g in gens:
         if g["prompt_version"]:
             used.setdefault(g["prompt_version"], []).append(g)
+    evidence: dict[str, dict] = {}  # in-group selection: each challenger's latest evidence record
+    for g in gens:
+        if g["status"] == "committed":
+            for rec in (g["metrics"] or {}).get("challengers") or []:
+                evidence[rec["id"]] = {**rec, "generation": g["name"]}
     out = []
     for pv in store.prompt_versions(run):
         meta = pv.meta or {}
@@ -38,6 +43,7 @@ def prompt_dag(store: Any, run: str) -> list[dict]:
             "score": score, "heldout_pass@1": heldout[-1] if heldout else None,
             "generations": [g["name"] for g in used.get(pv.id, [])],
             "lm_calls": [c.id for c in store.lm_calls_for_prompt(pv.id)],
+            "evidence": evidence.get(pv.id),
         })
     return out
 
@@ -54,6 +60,10 @@ def render_tree(run: str, nodes: list[dict]):
             text += " merge of " + " + ".join(p[:8] for p in n["parents"])
         if gens:
             text += f"  [dim]gens {gens}[/dim]"
+        ev = n.get("evidence")
+        if ev:  # in-group selection: paired evidence against the incumbent, as of its last generation
+            text += (f"\n  evidence n={ev['n']} mean diff {ev['mean_diff']:+.3f} bounds [{ev['lower']:+.2f}, "
+                     f"{ev['upper']:+.2f}] {ev['decision']} ({ev['generation']})")
         if n["rationale"]:
             text += f"\n[dim]{n['rationale'][:160]}[/dim]"
         return text

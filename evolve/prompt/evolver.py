@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 
 from evolve.errors import EvolveError
 from evolve.prompt.candidate import Candidate
+from evolve.prompt.challengers import Challenger, ChallengerPool
 from evolve.prompt.config import PromptEvolutionConfig
+from evolve.prompt.evidence import EvidenceRule
 from evolve.prompt.lessons import split_lessons
 from evolve.prompt.pareto import mean, pareto_front, select_from_front, try_merge
 from evolve.prompt.reflect.base import Reflector
@@ -69,6 +71,7 @@ class PromptEvolver:
         self.history: list[dict] = []  # accept decisions
         self.incumbent: str | None = None  # set by promote(); None = best mean validation score
         self.rejected: dict[str, int] = {}  # lesson line -> times a proposal adding it failed the gate
+        self.pool = ChallengerPool()  # in-group selection: challengers with their paired evidence
 
     # -- lookups -------------------------------------------------------------------------
     def _index(self, cid: str) -> int | None:
@@ -117,7 +120,8 @@ class PromptEvolver:
         if dataset.n_failures == 0 and self.config.max_demos <= 0:
             return out  # nothing to reflect on
         # 16-hex-digit id prefixes: enough to tell candidates apart, and keeps recorded requests small.
-        avoid = frozenset(e.id[:16] for e in self.entries) | frozenset(k[:16] for k in self.pending)
+        avoid = (frozenset(e.id[:16] for e in self.entries) | frozenset(k[:16] for k in self.pending)
+                 | frozenset(k[:16] for k in self.pool.ids()))
         drafts = self.reflector.reflect(parent, dataset, rng, self.config.proposals_per_step, avoid=avoid,
                                         rejected=dict(sorted(self.rejected.items())))
         for d in drafts:
@@ -217,6 +221,37 @@ class PromptEvolver:
                 best, best_score = i, mean(e.val_scores)
         return Candidate(self.entries[best].components)
 
+    # -- in-group selection (see evolve.prompt.challengers / evidence) -----------------------
+    def admit(self, proposal: Proposal, generation: int) -> bool:
+        """Put a proposal into the challenger pool (False, and forgotten, when the pool is full)."""
+        ch = Challenger(dict(proposal.candidate.components), list(proposal.parents), proposal.kind, generation,
+                        self.current().id)
+        if self._index(ch.id) is None and self.pool.add(ch):
+            return True
+        self.pending.pop(proposal.candidate.id, None)
+        return False
+
+    def resolve(self, challenger: Challenger, generation: int, rule: EvidenceRule) -> None:
+        """Act on a challenger's decision: a promoted one joins the pool of candidates (its in-group
+        task scores stand in for validation scores, so merges work as before) and becomes the
+        incumbent; a retired one is dropped, and the lessons it added count as rejected."""
+        decision = challenger.evidence.decision
+        if decision == "active":
+            return
+        self.pool.close(challenger.id, generation, rule)
+        self.history.append({"candidate": challenger.id, "parents": challenger.parents, "kind": challenger.kind,
+                             "evidence": challenger.evidence.summary(rule), "accepted": decision == "promoted"})
+        if decision == "promoted":
+            self.observe_val(challenger.candidate, challenger.scores, metric_calls=0, parents=challenger.parents)
+            self.promote(challenger.candidate)
+            self.pool.reset(challenger.id)
+            return
+        self.pending.pop(challenger.id, None)
+        if challenger.kind != "merge" and challenger.parents:
+            p = Proposal(challenger.candidate, challenger.parents, challenger.kind)
+            for line in self._added_lessons(p):
+                self.rejected[line] = self.rejected.get(line, 0) + 1
+
     # -- persistence ---------------------------------------------------------------------
     def state_dict(self) -> dict:
         return {
@@ -227,7 +262,7 @@ class PromptEvolver:
                                                           [[a, b, list(c)] for a, b, c in self.merges_performed[1]]],
             "merges_due": self.merges_due, "metric_calls": self.metric_calls, "lm_cost": self.lm_cost,
             "failed": self.failed, "history": self.history, "rejected": self.rejected,
-            "incumbent": self.incumbent,
+            "incumbent": self.incumbent, "challengers": self.pool.state_dict(),
         }
 
     @classmethod
@@ -247,5 +282,6 @@ class PromptEvolver:
         ev.failed, ev.history = list(d["failed"]), list(d["history"])
         ev.rejected = dict(d.get("rejected", {}))
         ev.incumbent = d.get("incumbent")
+        ev.pool = ChallengerPool.from_state_dict(d.get("challengers"))
         return ev
 

@@ -1,0 +1,111 @@
+"""The challenger pool of in-group prompt selection.
+
+Reflection's proposals wait here (at most ``cap`` at once) until the loop samples them inside
+the GRPO groups next to the incumbent. Each keeps its paired evidence (``evidence.Evidence``)
+across generations until the rule promotes or retires it.
+
+Which challengers get the samples in a generation: the ones with the highest upper confidence
+bound on their mean difference (a new one has no data, so its bound is +1 and it goes first;
+ties: the older one). This is LUCB's optimism (Kalyanakrishnan et al. 2012) on the challenger
+side: a challenger that looks no better than the incumbent stops taking samples from one that
+might be. Choosing whom to sample from past data keeps each challenger's test valid: its bets
+are still placed before its differences are seen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from evolve.prompt.candidate import Candidate
+from evolve.prompt.evidence import Evidence, EvidenceRule, upper_bound
+
+
+@dataclass
+class Challenger:
+    components: dict[str, str]
+    parents: list[str]
+    kind: str
+    born: int  # generation that proposed it
+    incumbent: str  # the incumbent id its evidence is paired against
+    evidence: Evidence = field(default_factory=Evidence)
+    scores: dict[str, float] = field(default_factory=dict)  # task -> latest mean reward (for merges)
+    resets: int = 0  # evidence restarted because the incumbent changed
+
+    @property
+    def id(self) -> str:
+        return Candidate(self.components).id
+
+    @property
+    def candidate(self) -> Candidate:
+        return Candidate(self.components)
+
+    def to_dict(self) -> dict:
+        return {"components": self.components, "parents": self.parents, "kind": self.kind, "born": self.born,
+                "incumbent": self.incumbent, "evidence": self.evidence.to_dict(), "scores": self.scores,
+                "resets": self.resets}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Challenger:
+        return cls(dict(d["components"]), list(d["parents"]), d["kind"], int(d["born"]), d["incumbent"],
+                   Evidence.from_dict(d["evidence"]), dict(d["scores"]), int(d.get("resets", 0)))
+
+
+class ChallengerPool:
+    """Active challengers plus the record of decided ones (JSON-able)."""
+
+    def __init__(self, cap: int = 4) -> None:
+        self.cap = cap
+        self.active: list[Challenger] = []
+        self.decided: list[dict] = []  # {id, kind, born, decided_at, evidence summary}
+
+    def __len__(self) -> int:
+        return len(self.active)
+
+    @property
+    def room(self) -> int:
+        return max(0, self.cap - len(self.active))
+
+    def ids(self) -> set[str]:
+        return {c.id for c in self.active} | {d["id"] for d in self.decided}
+
+    def add(self, challenger: Challenger) -> bool:
+        """Admit a challenger unless the pool is full or it was seen before."""
+        if self.room == 0 or challenger.id in self.ids():
+            return False
+        self.active.append(challenger)
+        return True
+
+    def pick(self, k: int, rule: EvidenceRule) -> list[Challenger]:
+        """The ``k`` active challengers with the highest upper bound (new ones first; ties: older)."""
+        ranked = sorted(enumerate(self.active),
+                        key=lambda ic: (-(upper_bound(ic[1].evidence.diffs, rule.alpha_retire)
+                                          if ic[1].evidence.n else 2.0), ic[0]))
+        return [c for _, c in ranked[:k]]
+
+    def get(self, cid: str) -> Challenger | None:
+        return next((c for c in self.active if c.id == cid), None)
+
+    def close(self, cid: str, generation: int, rule: EvidenceRule) -> Challenger:
+        """Move a decided challenger out of the active list, keeping its evidence summary."""
+        c = self.get(cid)
+        self.active = [x for x in self.active if x.id != cid]
+        self.decided.append({"id": cid, "kind": c.kind, "born": c.born, "decided_at": generation,
+                             "incumbent": c.incumbent, "evidence": c.evidence.summary(rule)})
+        return c
+
+    def reset(self, new_incumbent: str) -> None:
+        """The incumbent changed: earlier differences compared with another prompt, so start over."""
+        for c in self.active:
+            if c.incumbent != new_incumbent:
+                c.incumbent, c.evidence, c.resets = new_incumbent, Evidence(), c.resets + 1
+
+    def state_dict(self) -> dict:
+        return {"cap": self.cap, "active": [c.to_dict() for c in self.active], "decided": list(self.decided)}
+
+    @classmethod
+    def from_state_dict(cls, d: dict | None, cap: int | None = None) -> ChallengerPool:
+        pool = cls(cap if cap is not None else (d or {}).get("cap", 4))
+        if d:
+            pool.active = [Challenger.from_dict(x) for x in d["active"]]
+            pool.decided = list(d["decided"])
+        return pool

@@ -1,0 +1,177 @@
+"""In-group prompt selection in the real loop: the group split, routing that is enforced, the
+rollout budget, the random-reward control, and (on the default model) a distractor that must not
+be promoted. Real tiny models, real sandbox, real SQLite; the only wrapper is a spy that records
+what ``policy.update`` was given (and still calls the real update)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evolve.gym.notes import DISTRACTORS
+from evolve.lineage import LineageStore
+from evolve.loop.config import LoopConfig
+from evolve.loop.recording import BufferRecorder
+from evolve.loop.rollouts import random_reward
+from evolve.loop.runner import build_session, initial_generation, load_seed_prompt, run_generations
+from evolve.policy import PolicySpec
+from evolve.prompt.challengers import Challenger
+from evolve.rollout import Rollout
+
+REPO = Path(__file__).resolve().parents[2]
+CI = REPO / "configs" / "ci.toml"
+
+
+def start(tmp_path: Path, name: str = "r", advantage: str | None = None, config: Path = CI, **overrides):
+    cfg = LoopConfig.from_toml(config).with_overrides(**overrides)
+    spec = PolicySpec.from_toml(REPO / cfg.policy).model_dump(mode="json")
+    if advantage:
+        spec["grpo"]["advantage"] = advantage
+    store = LineageStore.open("sqlite:///" + str(tmp_path / "l.db"))
+    comps = load_seed_prompt(str(REPO / cfg.seed_prompt))
+    session = build_session(store, name, cfg, spec, comps, None, None, BufferRecorder(), lambda s: None)
+    store.create_run(name, {"loop": cfg.to_dict(), "policy_spec": spec, "seed_prompt": comps})
+    calls: list[list] = []
+    real = session.ctx.policy.update
+
+    def spy(groups):
+        calls.append(list(groups))
+        return real(groups)
+
+    session.ctx.policy.update = spy
+    return session, calls
+
+
+def seed_challenger(session, line: str) -> Challenger:
+    ev = session.ctx.evolver
+    inc = ev.current()
+    comps = {**inc.components, "lessons": line}
+    ch = Challenger(comps, [inc.id], "add-lesson", 0, inc.id)
+    assert ev.pool.add(ch)
+    return ch
+
+
+def run(session, generations: int):
+    gid, wv, metrics, state = initial_generation(session)
+    outs = []
+    run_generations(session, gid, wv, metrics, state, generations,
+                    on_generation=lambda i, phase, out: outs.append(out) if phase == "done" else None)
+    return outs
+
+
+def test_in_group_split_routing_enforced_and_random_control_scores(tiny_model_dir, tmp_path):
+    """Random rewards give mixed, all-fail and all-pass groups even on the CI model."""
+    session, calls = start(tmp_path, reward="random", challenger_samples=2, challenger_pool=1,
+                           distill="seed", baseline="per_prompt")
+    ch = seed_challenger(session, DISTRACTORS[0])
+    try:
+        outs = run(session, 2)
+    finally:
+        session.close()
+    out = outs[0]
+    train = [r for r in out.rollouts if r.purpose == "train"]
+    by_prompt = {}
+    for r in train:
+        by_prompt.setdefault(r.prompt_version, {}).setdefault(r.task_id, 0)
+        by_prompt[r.prompt_version][r.task_id] += 1
+    inc = session.ctx.evolver.seed.id
+    assert set(by_prompt) == {inc, ch.id}
+    assert by_prompt[inc] and set(by_prompt[inc].values()) == {2} and by_prompt[ch.id] == by_prompt[inc]
+    # the update got exactly the routed groups (+ the distilled copies, reported separately)
+    routed = out.routing.weight_groups
+    n_distill = out.update_stats["distill_groups"]
+    assert calls[0][:len(routed)] == routed and len(calls[0]) == len(routed) + n_distill
+    assert all(len({r.reward for r in g}) > 1 for g in routed)  # mixed only: all-fail stay with reflection
+    assert out.metrics["routing"]["all_fail"] > 0 and out.metrics["routing"]["weight_groups"] == len(routed)
+    assert n_distill > 0 and all(r.prompt_version == inc for g in calls[0][len(routed):] for r in g)
+    # the control randomises the prompt signal too: the challenger's paired differences are not all 0
+    rec = out.metrics["challengers"][0]
+    assert rec["id"] == ch.id and rec["n"] == 4 and rec["mean_diff"] != 0.0
+    from evolve.lineage.showing import challenger_evidence
+
+    shown = challenger_evidence(session.store, ch.id)  # what `evolve show HASH` lists
+    assert shown[0]["generation"] == "r:1" and shown[0]["n"] == 4
+    rec2 = outs[1].metrics["challengers"][0]
+    if rec2["id"] == ch.id:
+        assert rec2["n"] == 8  # evidence accumulates across generations
+    else:  # decided in generation 1, and reflection refilled the pool with a new challenger
+        assert rec["decision"] != "active" and rec2["n"] == 4
+
+
+def test_all_fail_groups_reach_the_weights_only_when_set(tiny_model_dir, tmp_path):
+    trained = {}
+    for setting, expect in (("reflection", False), ("both", True)):
+        session, calls = start(tmp_path / setting, advantage="ngrpo", all_fail_groups=setting, mode="weights")
+        try:
+            out = run(session, 1)[0]
+        finally:
+            session.close()
+        all_fail = [g for g in calls[0] if all(r.reward == 0 for r in g)]
+        assert out.metrics["routing"]["all_fail"] > 0  # the CI model fails almost everything
+        assert bool(all_fail) is expect
+        assert len(all_fail) == (out.metrics["routing"]["all_fail"] if expect else 0)
+        assert out.metrics["routing"]["all_fail_to_weights"] is expect
+        trained[setting] = out.update_stats["n_trained_groups"]
+    # ngrpo gives an all-fail group a non-zero push, so it is trained exactly when it is routed there
+    assert trained["both"] > trained["reflection"]
+
+
+@pytest.mark.parametrize("selection,budget", [("in_group", 40), ("gate", 45)])
+def test_max_rollouts_is_never_overshot(tiny_model_dir, tmp_path, selection, budget):
+    session, _ = start(tmp_path, selection=selection, max_rollouts=budget, challenger_samples=2,
+                       generations=10)
+    try:
+        outs = run(session, 10)
+    finally:
+        session.close()
+    spent = [o.metrics["rollouts_spent"] for o in outs]
+    if selection == "in_group":  # reflection's challengers were sampled; `evolve prompts` shows their evidence
+        from evolve.prompt.dag import prompt_dag
+
+        nodes = prompt_dag(session.store, "r")
+        assert any(n["evidence"] and n["evidence"]["n"] > 0 for n in nodes)
+    assert spent[-1] == budget and all(s <= budget for s in spent)
+    learning = [sum(1 for r in o.rollouts if r.purpose != "heldout") for o in outs]
+    assert [b - a for a, b in zip([0, *spent[:-1]], spent, strict=True)] == learning  # every learning rollout is counted
+    assert learning[-1] < learning[0]  # the last generation was cut to fit, not skipped or overrun
+
+
+def test_random_reward_differs_between_prompts_and_is_stable():
+    def roll(prompt, i):
+        return Rollout(task_id="t", group=0, sample_index=i, prompt_version=prompt, weights_version="w",
+                       messages=[], prompt_text="", completion="def f(): pass", purpose="train")
+
+    a = [random_reward(7, roll("p1", i)) for i in range(200)]
+    b = [random_reward(7, roll("p2", i)) for i in range(200)]
+    assert a == [random_reward(7, roll("p1", i)) for i in range(200)]
+    assert a != b and 0.4 < sum(a) / 200 < 0.6 and 0.4 < sum(b) / 200 < 0.6
+
+
+def _default_model_built() -> bool:
+    from evolve.policy.tiny import BootstrapConfig
+    from evolve.policy.tiny.bootstrap import model_dir
+
+    try:
+        return (model_dir(BootstrapConfig.preset("default"), REPO / "runs") / "bootstrap.json").exists()
+    except Exception:
+        return False
+
+
+@pytest.mark.skipif(not _default_model_built(), reason="the default tiny-coder model is not built here")
+def test_distractor_line_is_not_promoted_in_the_real_loop(tmp_path):
+    """The default model on the hard tier, prompt lever only, a challenger adding a line the teacher
+    ignores; the pool holds only it (cap 1), so nothing else competes. Promotion would be a false
+    positive (rate <= alpha = 0.05 by the rule; the synthetic test measures the rate)."""
+    session, _ = start(tmp_path, config=REPO / "configs" / "default.toml", mode="prompt",
+                       suite="tiny-coder-hard", challenger_pool=1, tasks_per_generation=8, heldout_tasks=2,
+                       heldout_samples=1, heldout_ks=(1,), attribution=False)
+    ch = seed_challenger(session, DISTRACTORS[2])  # "Think step by step." (the old gate accepted it)
+    try:
+        outs = run(session, 4)
+    finally:
+        session.close()
+    recs = [o.metrics["challengers"][0] for o in outs if o.metrics["challengers"]]
+    assert recs and all(r["id"] == ch.id and r["decision"] != "promoted" for r in recs)
+    assert recs[-1]["n"] == 8 * len(recs)  # evidence accumulated across generations
+    assert session.ctx.evolver.current().id == session.ctx.evolver.seed.id

@@ -1,0 +1,137 @@
+"""The challenger promotion rule (evolve.prompt.evidence): its stated error rate on lines that
+change nothing, its power on a real lesson, its bounds, and the pool that schedules challengers.
+
+The trials are synthetic paired data shaped like the loop's: per generation 8 tasks of varying
+difficulty, the incumbent and the challenger each get 4 Bernoulli samples per task; a distractor
+has exactly the incumbent's success probability. The real-loop check is in tests/loop/test_in_group.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evolve.prompt.challengers import Challenger, ChallengerPool
+from evolve.prompt.evidence import Evidence, EvidenceRule, lower_bound, rejects_at_most, upper_bound
+
+
+def trial(rng, rule, effect=0.0, share=1.0, generations=30, tasks=8, a=4, b=4):
+    ev = Evidence()
+    for _ in range(generations):
+        diffs = []
+        for _ in range(tasks):
+            p = rng.uniform(0.0, 0.7)
+            q = min(1.0, max(0.0, p + (effect if rng.random() < share else 0.0)))
+            diffs.append(rng.binomial(b, q) / b - rng.binomial(a, p) / a)
+        if rule.decide(ev, diffs) != "active":
+            break
+    return ev
+
+
+def test_distractors_are_promoted_no_more_often_than_alpha():
+    rule = EvidenceRule(alpha=0.05, cap=240)
+    rng = np.random.default_rng(0)
+    trials = [trial(rng, rule) for _ in range(600)]
+    rate = np.mean([t.decision == "promoted" for t in trials])
+    assert rate <= rule.alpha  # the stated error rate, over up to 30 looks each
+    # and it is not vacuous: a looser alpha lets more chance winners through
+    loose = EvidenceRule(alpha=0.3, cap=240)
+    rng = np.random.default_rng(0)
+    assert np.mean([trial(rng, loose).decision == "promoted" for _ in range(600)]) > rate
+
+
+def test_a_real_lesson_is_promoted():
+    rule = EvidenceRule(alpha=0.05)
+    rng = np.random.default_rng(1)
+    trials = [trial(rng, rule, effect=0.32, share=0.5) for _ in range(100)]
+    assert np.mean([t.decision == "promoted" for t in trials]) >= 0.9
+    assert np.median([len(t.per_generation) for t in trials if t.decision == "promoted"]) <= 10
+
+
+def test_a_harmful_line_is_retired_as_losing():
+    rule = EvidenceRule(alpha=0.05)
+    rng = np.random.default_rng(2)
+    trials = [trial(rng, rule, effect=-0.3) for _ in range(50)]
+    assert np.mean([t.decision == "retired-losing" for t in trials]) >= 0.9
+
+
+def test_undecided_challenger_retires_at_the_cap():
+    rule = EvidenceRule(cap=16)
+    ev = Evidence()
+    assert rule.decide(ev, [0.0] * 8) == "active"
+    assert rule.decide(ev, [0.0] * 8) == "retired-cap"
+    assert rule.decide(ev, [1.0] * 8) == "retired-cap"  # decided is final; nothing more is added
+    assert ev.n == 16
+
+
+def test_bounds_cover_the_true_mean_and_bracket_the_sample_mean():
+    rng = np.random.default_rng(3)
+    miss = 0
+    for _ in range(300):
+        d = np.clip(rng.normal(0.1, 0.4, 60), -1, 1)
+        true = float(np.mean(np.clip(rng.normal(0.1, 0.4, 200000), -1, 1)))
+        lo, hi = lower_bound(d, 0.1), upper_bound(d, 0.1)
+        assert lo <= float(np.mean(d)) <= hi
+        miss += not (lo <= true)
+    assert miss / 300 <= 0.1
+
+
+def test_margin_makes_promotion_harder():
+    d = [0.15] * 40
+    assert rejects_at_most(d, 0.0, 0.05)
+    assert not rejects_at_most(d, 0.2, 0.05)
+
+
+def test_random_reward_control_can_promote_at_about_the_error_rate():
+    """Under the random-reward control both arms get independent Bernoulli(0.5) rewards: a
+    challenger can be promoted by chance, and no more often than alpha."""
+    rule = EvidenceRule(alpha=0.05, cap=240)
+    rng = np.random.default_rng(4)
+    promoted = 0
+    for _ in range(1500):
+        ev = Evidence()
+        for _ in range(30):
+            d = (rng.binomial(4, 0.5, 8) / 4 - rng.binomial(4, 0.5, 8) / 4).tolist()
+            if rule.decide(ev, d) != "active":
+                break
+        promoted += ev.decision == "promoted"
+    assert 0 < promoted / 1500 <= rule.alpha
+
+
+def _ch(text: str, incumbent: str = "inc") -> Challenger:
+    return Challenger({"system": "s", "lessons": text}, ["inc"], "add-lesson", 1, incumbent)
+
+
+def test_pool_cap_dedup_pick_and_reset():
+    rule = EvidenceRule()
+    pool = ChallengerPool(cap=2)
+    a, b = _ch("a"), _ch("b")
+    assert pool.add(a) and pool.add(b)
+    assert not pool.add(_ch("c"))  # full
+    assert pool.room == 0
+    rule.decide(a.evidence, [-0.5] * 8)  # a looks worse: b (no data, bound +1) goes first
+    assert [c.id for c in pool.pick(1, rule)] == [b.id]
+    pool.close(a.id, 3, rule)
+    assert not pool.add(_ch("a"))  # a decided challenger is not re-admitted
+    pool.reset("new")
+    assert b.incumbent == "new" and b.evidence.n == 0 and b.resets == 1
+    again = ChallengerPool.from_state_dict(pool.state_dict())
+    assert again.state_dict() == pool.state_dict()
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_config_rejects_bad_alpha(alpha):
+    from evolve.errors import ConfigError
+    from evolve.loop.config import LoopConfig
+
+    with pytest.raises(ConfigError):
+        LoopConfig(promote_alpha=alpha).validate()
+
+
+def test_config_keeps_half_the_group_for_the_incumbent():
+    from evolve.errors import ConfigError
+    from evolve.loop.config import LoopConfig
+
+    LoopConfig(samples_per_task=8, challengers=1, challenger_samples=4).validate()
+    with pytest.raises(ConfigError, match="at least half"):
+        LoopConfig(samples_per_task=8, challengers=2, challenger_samples=3).validate()
