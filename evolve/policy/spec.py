@@ -108,8 +108,16 @@ class PolicySpec(BaseModel):
 
     model_config = _FROZEN
     name: str = Field("", description="Human-readable name (defaults to the file stem).")
-    model: str = Field("tiny-coder", description="Hub id, local folder, or 'tiny-coder' (the embedded model).")
-    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype (CPU: float32).")
+    model: str = Field(
+        "tiny-coder", description="'tiny-coder' (the embedded model), a local HF folder, a .gguf file, "
+        "'package:MODULE/file.gguf' (a GGUF shipped in an installed package), or a hub id.",
+    )
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "float32", description="Weights dtype; 'auto' = float32 on CPU, bfloat16 on CUDA.")
+    device: str = Field(
+        "auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$",
+        description="Where the policy, reference model and update run: 'auto' = CUDA when present, else CPU.",
+    )
     finetune: Literal["full", "lora"] = Field("full", description="Full fine-tuning or a LoRA adapter (peft).")
     lora: LoraSpec = Field(default_factory=LoraSpec, description="LoRA settings (finetune = 'lora').")
     backend: Literal["hf", "vllm", "vllm-server", "litellm"] = Field("hf", description="Generation backend.")
