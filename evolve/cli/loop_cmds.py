@@ -110,6 +110,7 @@ def register(app: typer.Typer) -> None:
             load_seed_prompt,
             new_run_name,
             run_generations,
+            suite_record,
         )
         from evolve.policy import PolicySpec
 
@@ -129,7 +130,7 @@ def register(app: typer.Typer) -> None:
                                     printer.say)
             try:
                 store.create_run(run_name, {"loop": cfg.to_dict(), "policy_spec": spec_dict,
-                                            "seed_prompt": components})
+                                            "seed_prompt": components, **suite_record(cfg)})
                 printer.say(f"run [bold]{run_name}[/bold]: mode {cfg.mode}, reward {cfg.reward}, "
                             f"{cfg.generations} generations, db {store.target.label}")
                 gid, wv, metrics, state = initial_generation(session)

@@ -166,6 +166,7 @@ class ChatVerifier:
         return getattr(self.inner, name)
 
     def __enter__(self):
+        self.inner.__enter__()
         return self
 
     def __exit__(self, *exc):
