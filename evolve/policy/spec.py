@@ -61,6 +61,10 @@ class SamplingSpec(BaseModel):
     max_new_tokens: int = Field(128, ge=1, description="Completion length cap; hitting it marks a sample truncated.")
     n: int = Field(8, ge=1, description="G: samples per task (the GRPO group size).")
     chunk_size: int = Field(64, ge=1, description="Max sequences per `generate` call (memory bound).")
+    stop_after_code_block: bool = Field(
+        False, description="hf backend: end a completion once it has closed its first ``` code block (a chat "
+        "model's explanation after the code is never scored; on CPU it costs as much as the code).",
+    )
 
 
 class OptimizerSpec(BaseModel):
