@@ -35,6 +35,7 @@ class VllmSpec(BaseModel):
 
     model_config = _FROZEN
     gpu_memory_utilization: float = Field(0.5, gt=0, le=1, description="Share of GPU memory vLLM may take.")
+    max_model_len: int | None = Field(None, ge=16, description="vllm: context length cap (None = the model's).")
     host: str = Field("127.0.0.1", description="vllm-server: host of the `trl vllm-serve` server.")
     port: int = Field(8000, ge=1, le=65535, description="vllm-server: HTTP port of the server.")
     group_port: int = Field(51216, ge=1, le=65535, description="vllm-server: NCCL group port for weight sync.")
