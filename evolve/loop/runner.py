@@ -53,7 +53,12 @@ def load_seed_prompt(path: str) -> dict[str, str]:
 
 def load_suite(cfg: LoopConfig):
     """(train, held-out, validation) task lists of the configured suite."""
-    if cfg.suite in ("tiny-coder", "tiny-coder-hard"):
+    if cfg.suite.endswith("-chat"):
+        from evolve.gym.chat import load_chat_suite
+
+        parts = load_chat_suite(cfg.suite, cfg.split_seed, cfg.heldout_fraction)
+        train, heldout = parts["train"], parts["heldout"]
+    elif cfg.suite in ("tiny-coder", "tiny-coder-hard"):
         from evolve.gym import load_gym, load_tier
 
         train, heldout = load_gym("train", seed=0), load_gym("heldout", seed=0)
@@ -67,12 +72,24 @@ def load_suite(cfg: LoopConfig):
         heldout = [tasks[i] for i in order[:40]]
         train = [tasks[i] for i in order[40:]]
     else:
-        raise ConfigError(f"unknown suite {cfg.suite!r} (known: tiny-coder, humaneval)")
+        raise ConfigError(f"unknown suite {cfg.suite!r} "
+                          "(known: tiny-coder, tiny-coder-hard, humaneval, tiny-coder-chat, humaneval-chat)")
     pick = np.random.default_rng(cfg.seed + 101)
     all_heldout = heldout
     heldout = [heldout[i] for i in sorted(pick.permutation(len(heldout))[:cfg.heldout_tasks])]
     val = [train[i] for i in sorted(pick.permutation(len(train))[:cfg.val_tasks])]
     return train, heldout, val, all_heldout
+
+
+def suite_record(cfg: LoopConfig) -> dict:
+    """What the run config records about the suite: the held-out ids of a seeded split."""
+    if cfg.suite != "humaneval-chat":
+        return {}
+    from evolve.gym.chat import humaneval_split
+
+    _train, held = humaneval_split(cfg.split_seed, cfg.heldout_fraction)
+    return {"suite_split": {"split_seed": cfg.split_seed, "heldout_fraction": cfg.heldout_fraction,
+                            "heldout": held}}
 
 
 def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_components: dict,
@@ -90,7 +107,8 @@ def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_compon
         say(f"weights frozen: the {spec.backend} backend cannot be trained; prompt evolution only")
         learn_weights = False
     pconfig = PromptEvolutionConfig(reflection_lm=cfg.reflection_lm, api_base=cfg.reflection_api_base,
-                                    proposals_per_step=cfg.proposals_per_generation)
+                                    proposals_per_step=cfg.proposals_per_generation,
+                                    lessons_dir=cfg.lessons_dir, max_lessons=cfg.max_lessons)
     reflector = make_reflector(pconfig, recorder)
     if prompt_state is None:
         evolver = PromptEvolver(pconfig, reflector, Candidate(seed_components))
@@ -101,6 +119,10 @@ def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_compon
     # written: the Verifier refuses (one line naming what is missing) unless weak isolation was asked for.
     verifier = Verifier(pipeline, jobs=cfg.verifier_jobs, allow_weak=allow_weak_sandbox)
     say(f"verifier isolation: {verifier.isolation}")
+    if cfg.suite.endswith("-chat"):  # chat replies are taken apart (fences, entry-point name) first
+        from evolve.verification.chat_reply import ChatVerifier
+
+        verifier = ChatVerifier(verifier)
     train, heldout, val, all_heldout = load_suite(cfg)
     by_id = {t.task_id: t for t in train + all_heldout}
     ctx = LoopContext(cfg, policy, verifier, evolver, train, heldout, val, by_id,

@@ -11,7 +11,13 @@ ADAPTER_CONFIG = "adapter_config.json"
 
 
 def resolve_model_path(spec: PolicySpec) -> str:
-    """'tiny-coder' -> the bootstrapped folder; a local folder -> itself; else the hub id unchanged."""
+    """'tiny-coder' -> the bootstrapped folder; a GGUF (file or ``package:`` ref) -> its dequantised
+    HF folder (cached under runs/models); a local folder -> itself; else the hub id unchanged."""
+    from evolve.policy.sources import dequantised_dir, gguf_file_of
+
+    gguf = gguf_file_of(spec.model)
+    if gguf is not None:
+        return str(dequantised_dir(gguf).absolute())
     if spec.model == "tiny-coder":
         try:
             from evolve.policy.tiny import BootstrapConfig, ensure_tiny_model
@@ -29,10 +35,24 @@ def resolve_model_path(spec: PolicySpec) -> str:
     return spec.model
 
 
-def torch_dtype(name: str):
+def torch_dtype(name: str, device: str = "cpu"):
+    """'auto' = float32 on CPU (bf16 matmuls are slow and lossy there), bfloat16 on CUDA."""
     import torch
 
+    if name == "auto":
+        return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+def resolve_device(name: str) -> str:
+    """'auto' -> 'cuda' when a CUDA device is present, else 'cpu'; an explicit CUDA device must exist."""
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device {name!r} asked for, but torch sees no CUDA device")
+    return name
 
 
 def load_tokenizer(path: str):
@@ -48,8 +68,9 @@ def load_tokenizer(path: str):
     return tok
 
 
-def load_model(spec: PolicySpec, base_path: str, adapter_dir: str | None = None, full_dir: str | None = None):
-    """The trainable model: base weights (or a full checkpoint), then the LoRA adapter if any."""
+def load_model(spec: PolicySpec, base_path: str, adapter_dir: str | None = None, full_dir: str | None = None,
+               device: str = "cpu"):
+    """The trainable model on ``device``: base weights (or a full checkpoint), then the LoRA adapter if any."""
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
@@ -57,14 +78,15 @@ def load_model(spec: PolicySpec, base_path: str, adapter_dir: str | None = None,
 
     source = full_dir or base_path
     try:
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype(spec.dtype))
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype(spec.dtype, device))
     except OSError as e:
         raise EvolveError(f"cannot load model {source} (offline, or not a model): {_first_line(e)}") from None
+    model.to(device)  # before peft wraps it, so the adapter weights are created on the same device
     if spec.finetune == "lora":
         from peft import LoraConfig, PeftModel, get_peft_model
 
         if adapter_dir:
-            model = PeftModel.from_pretrained(model, adapter_dir, is_trainable=True)
+            model = PeftModel.from_pretrained(model, adapter_dir, is_trainable=True, torch_device=device)
         else:
             cfg = LoraConfig(
                 r=spec.lora.r, lora_alpha=spec.lora.alpha, lora_dropout=spec.lora.dropout,
@@ -74,11 +96,12 @@ def load_model(spec: PolicySpec, base_path: str, adapter_dir: str | None = None,
     return model
 
 
-def load_reference(spec: PolicySpec, base_path: str):
+def load_reference(spec: PolicySpec, base_path: str, device: str = "cpu"):
     """Frozen reference for the KL term with full fine-tuning: the base weights (not a checkpoint)."""
     from transformers import AutoModelForCausalLM
 
-    ref = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch_dtype(spec.dtype))
+    ref = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch_dtype(spec.dtype, device))
+    ref.to(device)
     ref.eval()
     for p in ref.parameters():
         p.requires_grad_(False)

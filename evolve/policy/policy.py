@@ -104,13 +104,20 @@ def load_policy(spec: PolicySpec, checkpoint_dir: str | Path | None = None) -> P
         return policy
     import torch
 
-    from evolve.policy.model_io import load_model, load_reference, load_tokenizer, resolve_model_path
+    from evolve.policy.model_io import (
+        load_model,
+        load_reference,
+        load_tokenizer,
+        resolve_device,
+        resolve_model_path,
+    )
     from evolve.policy.updater import Updater
 
     torch.set_num_threads(spec.threads)
     if spec.backend in ("vllm", "vllm-server"):
         _require_vllm()
     base = resolve_model_path(spec)
+    device = resolve_device(spec.device)
     ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else None
     if ckpt is not None and not (ckpt / POLICY_META).exists():
         raise EvolveError(f"{ckpt} is not a complete policy checkpoint (no {POLICY_META})")
@@ -118,12 +125,12 @@ def load_policy(spec: PolicySpec, checkpoint_dir: str | Path | None = None) -> P
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.seed)  # LoRA adapter init is random: make it a function of the spec
         if ckpt is None:
-            model = load_model(spec, base)
+            model = load_model(spec, base, device=device)
         elif spec.finetune == "lora":
-            model = load_model(spec, base, adapter_dir=str(ckpt))
+            model = load_model(spec, base, adapter_dir=str(ckpt), device=device)
         else:
-            model = load_model(spec, base, full_dir=str(ckpt))
-    reference = load_reference(spec, base) if spec.grpo.beta and spec.finetune == "full" else None
+            model = load_model(spec, base, full_dir=str(ckpt), device=device)
+    reference = load_reference(spec, base, device) if spec.grpo.beta and spec.finetune == "full" else None
     updater = Updater(model, spec, tokenizer.pad_token_id, reference)
     if ckpt is not None:
         if (ckpt / TRAINER_STATE).exists():

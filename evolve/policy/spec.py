@@ -35,6 +35,7 @@ class VllmSpec(BaseModel):
 
     model_config = _FROZEN
     gpu_memory_utilization: float = Field(0.5, gt=0, le=1, description="Share of GPU memory vLLM may take.")
+    max_model_len: int | None = Field(None, ge=16, description="vllm: context length cap (None = the model's).")
     host: str = Field("127.0.0.1", description="vllm-server: host of the `trl vllm-serve` server.")
     port: int = Field(8000, ge=1, le=65535, description="vllm-server: HTTP port of the server.")
     group_port: int = Field(51216, ge=1, le=65535, description="vllm-server: NCCL group port for weight sync.")
@@ -61,6 +62,10 @@ class SamplingSpec(BaseModel):
     max_new_tokens: int = Field(128, ge=1, description="Completion length cap; hitting it marks a sample truncated.")
     n: int = Field(8, ge=1, description="G: samples per task (the GRPO group size).")
     chunk_size: int = Field(64, ge=1, description="Max sequences per `generate` call (memory bound).")
+    stop_after_code_block: bool = Field(
+        False, description="hf backend: end a completion once it has closed its first ``` code block (a chat "
+        "model's explanation after the code is never scored; on CPU it costs as much as the code).",
+    )
 
 
 class OptimizerSpec(BaseModel):
@@ -108,8 +113,16 @@ class PolicySpec(BaseModel):
 
     model_config = _FROZEN
     name: str = Field("", description="Human-readable name (defaults to the file stem).")
-    model: str = Field("tiny-coder", description="Hub id, local folder, or 'tiny-coder' (the embedded model).")
-    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype (CPU: float32).")
+    model: str = Field(
+        "tiny-coder", description="'tiny-coder' (the embedded model), a local HF folder, a .gguf file, "
+        "'package:MODULE/file.gguf' (a GGUF shipped in an installed package), or a hub id.",
+    )
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "float32", description="Weights dtype; 'auto' = float32 on CPU, bfloat16 on CUDA.")
+    device: str = Field(
+        "auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$",
+        description="Where the policy, reference model and update run: 'auto' = CUDA when present, else CPU.",
+    )
     finetune: Literal["full", "lora"] = Field("full", description="Full fine-tuning or a LoRA adapter (peft).")
     lora: LoraSpec = Field(default_factory=LoraSpec, description="LoRA settings (finetune = 'lora').")
     backend: Literal["hf", "vllm", "vllm-server", "litellm"] = Field("hf", description="Generation backend.")

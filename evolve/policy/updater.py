@@ -141,12 +141,13 @@ class Updater:
         rows, info = self.assign_advantages(groups)
         mb = self.spec.grpo.micro_batch_size
         batches = [rows[i:i + mb] for i in range(0, len(rows), mb)]
-        tensors = [collate(b, self.pad_id) for b in batches]
+        device = next(self.model.parameters()).device  # CUDA when the policy lives there
+        tensors = [tuple(x.to(device) for x in collate(b, self.pad_id)) for b in batches]
         prep = _Prepared(batches, tensors, info, n_tokens=int(sum(int(t[3].sum()) for t in tensors)))
         if rows:
             self.model.train()
             if self.spec.grpo.old_logprobs == "behaviour":
-                prep.old = [self._behaviour_logprobs(b, t[2]) for b, t in zip(batches, tensors, strict=True)]
+                prep.old = [self._behaviour_logprobs(b, t[2]).to(device) for b, t in zip(batches, tensors, strict=True)]
             elif self.spec.grpo.num_iterations > 1:
                 prep.old = self._old_logprobs(tensors)
             prep.ref = self._ref_logprobs(tensors) if self.spec.grpo.beta != 0.0 else None
@@ -191,7 +192,7 @@ class Updater:
         g = self.spec.grpo
         prompt, pmask, comp, cmask = t
         logp = completion_logprobs(self.model, prompt, pmask, comp, cmask, self.spec.sampling.temperature)
-        adv = torch.tensor([r.advantage for r in batch], dtype=torch.float32)
+        adv = torch.tensor([r.advantage for r in batch], dtype=torch.float32, device=logp.device)
         gap = None
         if all(len(r.behaviour) == len(r.completion_ids) for r in batch):
             beh = torch.zeros_like(logp)

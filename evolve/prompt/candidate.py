@@ -37,5 +37,6 @@ def render_messages(components: dict[str, str], task: Task) -> list[dict]:
     system = system_text(components)
     if system:
         messages.append({"role": "system", "content": system})
-    messages.append({"role": "user", "content": task.prompt})
+    # A chat rendering of the task (evolve.gym.chat) when the suite has one; else the raw prompt.
+    messages.append({"role": "user", "content": task.meta.get("chat_user") or task.prompt})
     return messages

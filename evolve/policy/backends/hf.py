@@ -3,15 +3,41 @@
 All prompts x n samples go through one ``generate`` call per chunk of ``chunk_size`` rows. The
 log-probs come from ``output_logits`` (raw logits of each step), so no second forward is needed:
 log softmax(logits / T) at the sampled token, in float32.
+
+With ``stop_after_code_block`` a row ends at the token that closes its first fenced code block
+(finish_reason "stop", not truncated); the rest of that row (generated while other rows of the
+batch went on) is cut off, so completion ids and log-probs are exactly what the row sampled.
 """
 
 from __future__ import annotations
 
 import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
 
 from evolve.policy.chat import encode_prompt, eos_ids
 from evolve.policy.sample import Sample
 from evolve.policy.spec import SamplingSpec
+
+FENCE = "```"
+
+
+class CodeBlockStop(StoppingCriteria):
+    """Stops each row once its completion holds two ``` fences; remembers where (completion length)."""
+
+    def __init__(self, tokenizer, prompt_width: int, rows: int):
+        self.tokenizer = tokenizer
+        self.width = prompt_width
+        self.stop_at: list[int | None] = [None] * rows
+
+    def __call__(self, input_ids, scores, **kwargs):
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        for r in range(input_ids.shape[0]):
+            if self.stop_at[r] is None:
+                text = self.tokenizer.decode(input_ids[r, self.width:], skip_special_tokens=True)
+                if text.count(FENCE) >= 2:
+                    self.stop_at[r] = input_ids.shape[1] - self.width
+            done[r] = self.stop_at[r] is not None
+        return done
 
 
 class HFBackend:
@@ -58,11 +84,13 @@ class HFBackend:
             input_ids[r, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
             attention[r, width - len(ids):] = 1
         device = next(self.model.parameters()).device
+        stop = CodeBlockStop(self.tokenizer, width, len(rows)) if s.stop_after_code_block else None
         gen = self.model.generate(
             input_ids=input_ids.to(device), attention_mask=attention.to(device), do_sample=True,
             temperature=s.temperature, top_p=s.top_p, top_k=0, max_new_tokens=s.max_new_tokens,
             eos_token_id=self.eos, pad_token_id=self.pad_id, return_dict_in_generate=True,
             output_logits=True, use_cache=True,
+            stopping_criteria=StoppingCriteriaList([stop]) if stop is not None else None,
         )
         completions = gen.sequences[:, width:].cpu()
         logits = torch.stack(gen.logits, dim=1).float().cpu()  # (B, T, V), raw
@@ -74,6 +102,8 @@ class HFBackend:
             hits = torch.isin(completions[r], eos).nonzero()
             end = int(hits[0]) + 1 if len(hits) else len(toks)
             truncated = not len(hits)
+            if stop is not None and stop.stop_at[r] is not None and stop.stop_at[r] <= end:
+                end, truncated = stop.stop_at[r], False  # closed its code block: a stop, not a cut
             yield i, Sample(
                 text=self.tokenizer.decode(toks[:end], skip_special_tokens=True),
                 prompt_text=text, prompt_ids=list(ids), completion_ids=toks[:end],

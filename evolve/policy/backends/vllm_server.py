@@ -1,16 +1,25 @@
-"""Generation through a `trl vllm-serve` server with TRL's VLLMClient; weights pushed after each update.
+"""Generation through a vLLM server with TRL 1.16's VLLMClient; weights pushed over NCCL from the CUDA device.
 
-Start the server on the GPU machine (``trl vllm-serve --model MODEL``); the trainer process calls
-``init_communicator`` once, then ``update_named_param`` per tensor and ``reset_prefix_cache`` per sync.
-Not exercised on the CPU machines this project is tested on.
+Start the server on the GPU machine as TRL 1.16 documents it (its client talks to plain `vllm serve`):
+
+    VLLM_SERVER_DEV_MODE=1 vllm serve MODEL_DIR --weight-transfer-config '{"backend": "nccl"}' \
+        --logprobs-mode processed_logprobs --max-logprobs -1
+
+The trainer joins the server's NCCL group once (``init_communicator(device=<the policy's CUDA device>)``:
+NCCL moves CUDA tensors only, so a CPU policy is refused here rather than failing in the broadcast).
+Each sync streams every (LoRA-merged) parameter inside one ``weight_update()`` and resets the prefix
+cache; the first sync happens at construction, so a resumed run samples from its checkpoint.
+NEVER RUN on the machines this project was built on (no GPU lent).
 """
 
 from __future__ import annotations
 
+import sys
+
 from evolve.errors import EvolveError
 from evolve.policy.backends.vllm_backend import sample_from_ids
 from evolve.policy.backends.weights import merged_named_params
-from evolve.policy.chat import encode_prompt
+from evolve.policy.chat import encode_prompt, eos_ids
 from evolve.policy.sample import Sample
 from evolve.policy.spec import PolicySpec
 
@@ -29,13 +38,30 @@ class VllmServerBackend:
         v = spec.vllm
         self.tokenizer = tokenizer
         self.spec = spec
-        self.eos = {tokenizer.eos_token_id}
+        self.eos = set(eos_ids(tokenizer, model))
+        device = next(model.parameters()).device if model is not None else None
+        if device is not None and device.type != "cuda":
+            raise EvolveError("vllm-server weight sync runs over NCCL and needs the policy on CUDA "
+                              "(device = 'auto' or 'cuda')")
         try:
             self.client = VLLMClient(host=v.host, server_port=v.port, group_port=v.group_port,
                                      connection_timeout=v.connection_timeout)
-            self.client.init_communicator()
-        except Exception as e:  # connection refused, timeout: an environment problem the user can fix
-            raise EvolveError(f"cannot reach trl vllm-serve at {v.host}:{v.port}: {e}") from None
+            self._check_logprobs_mode()
+            if device is not None:
+                self.client.init_communicator(device=device)
+        except EvolveError:
+            raise
+        except Exception as e:  # connection refused, timeout, no weight-transfer engine: the user's to fix
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise EvolveError(f"vLLM server at {v.host}:{v.port}: {first}") from None
+        if model is not None:
+            self.sync_weights(model)  # after load and after resume
+
+    def _check_logprobs_mode(self) -> None:
+        mode = self.client.get_server_info().get("model_config", {}).get("logprobs_mode")
+        if mode != "processed_logprobs":  # as TRL 1.16 warns: raw log-probs bias the importance ratio
+            print(f"warning: the vLLM server runs with logprobs_mode={mode!r}; start it with "
+                  "--logprobs-mode processed_logprobs (behaviour log-probs are then those sampled)", file=sys.stderr)
 
     def generate(self, prompts: list[list[dict]], n: int, seed: int) -> list[list[Sample]]:
         s = self.spec.sampling
@@ -56,8 +82,9 @@ class VllmServerBackend:
 
     def sync_weights(self, model) -> None:
         with merged_named_params(model) as params:
-            for name, tensor in params:
-                self.client.update_named_param(name, tensor)
+            metadata = [(name, str(t.dtype).removeprefix("torch."), list(t.shape)) for name, t in params]
+            with self.client.weight_update():
+                self.client.update_named_params(metadata, iter(params))
         self.client.reset_prefix_cache()
 
     def close(self) -> None:
