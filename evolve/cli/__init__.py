@@ -30,7 +30,8 @@ app = typer.Typer(
     add_completion=False,
 )
 
-_AREAS = ("lineage_cmds", "verify_cmds", "bootstrap_cmds", "policy_cmds", "prompt_cmds", "loop_cmds")
+_AREAS = ("lineage_cmds", "verify_cmds", "bootstrap_cmds", "policy_cmds", "prompt_cmds", "loop_cmds", "ui_cmds",
+          "export_cmds")
 
 
 def _register_all() -> None:
