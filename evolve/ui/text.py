@@ -7,6 +7,7 @@ C0/C1 control characters (NUL included), lone surrogates and the Unicode bidi ov
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import re
@@ -26,6 +27,24 @@ def _escape_char(m: re.Match) -> str:
 def visible(value) -> str:
     """``value`` as text with invisible and direction-changing characters spelled out."""
     return _INVISIBLE.sub(_escape_char, "" if value is None else str(value))
+
+
+def form_value(value) -> str:
+    """A filter value for a form field: as is, or ``b64:...`` when it holds invisible characters
+    (an HTML parser would rewrite NUL, so the raw value could not round-trip)."""
+    value = "" if value is None else str(value)
+    if not _INVISIBLE.search(value):
+        return value
+    return "b64:" + base64.urlsafe_b64encode(value.encode("utf-8", "surrogatepass")).decode()
+
+
+def from_form(value: str | None) -> str:
+    if value and value.startswith("b64:"):
+        try:
+            return base64.urlsafe_b64decode(value[4:].encode()).decode("utf-8", "surrogatepass")
+        except (ValueError, UnicodeDecodeError):
+            return ""
+    return value or ""
 
 
 def pretty_json(obj) -> str:
@@ -62,5 +81,5 @@ def shell(word) -> str:
     return shlex.quote(str(word))
 
 
-FILTERS = {"visible": visible, "pretty_json": pretty_json, "num": num, "short": short, "signed": signed,
+FILTERS = {"visible": visible, "form_value": form_value, "pretty_json": pretty_json, "num": num, "short": short, "signed": signed,
            "flat": flat, "shell": shell}

@@ -10,6 +10,7 @@ from evolve.errors import LineageError
 from evolve.lineage import pages
 from evolve.lineage.diff import component_diffs, describe, diff_generations, metric_deltas
 from evolve.ui import charts
+from evolve.ui.text import from_form
 
 GEN_PAGE, DAG_PAGE, ROLLOUT_PAGE = 100, 25, 25
 
@@ -72,7 +73,7 @@ def generation_page(store, run_name: str, index: int, params, db_arg: str | None
         parent = pages.generation_row(store, run["id"], gen["parent_index"])
         parent_comps = pages.prompt_components(store, parent["prompt_version"])
         diff = component_diffs(parent_comps, comps, f"{run_name}:{parent['index']}", f"{run_name}:{index}")
-    filters = {k: params.get(k) or "" for k in pages.ROLLOUT_FILTERS}
+    filters = {k: from_form(params.get(k)) for k in pages.ROLLOUT_FILTERS}
     _, total = pages.rollouts_page(store, gen["id"], filters, 0, 0)
     rp = pager(_int(params.get("rpage"), 0), total, ROLLOUT_PAGE)
     rollouts, _ = pages.rollouts_page(store, gen["id"], filters, rp["offset"], ROLLOUT_PAGE)
