@@ -11,6 +11,11 @@ if ! command -v bwrap >/dev/null 2>&1 || ! ldconfig -p | grep -q libseccomp.so; 
       || echo "setup: could not install bubblewrap; the sandbox falls back to its weaker mode" >&2
   fi
 fi
+# Debian's chromium: the browser tests of `evolve ui` drive it headless (Playwright, no browser download).
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "setup: could not install chromium; the evolve ui browser tests will be skipped" >&2
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
