@@ -17,7 +17,7 @@ import os
 import re
 from collections.abc import Iterator
 
-from sqlalchemy import String, cast, select
+from sqlalchemy import String, cast, func, select
 
 from evolve.errors import EvolveError
 from evolve.lineage import pages
@@ -169,7 +169,7 @@ def _register_prompts(mlflow, store, run: dict, say) -> dict[str, int]:
     except Exception:  # noqa: BLE001 - no such prompt yet: every MLflow store says so differently
         pass
     out: dict[str, int] = {}
-    for rec in reversed(list(run_prompt_versions(store, run))):  # oldest first
+    for rec in sorted(run_prompt_versions(store, run), key=lambda r: (r["created_at"] or "", r["id"])):
         if rec["id"] in known:
             out[rec["id"]] = known[rec["id"]]
             continue
@@ -186,14 +186,12 @@ def _register_prompts(mlflow, store, run: dict, say) -> dict[str, int]:
 
 
 def run_prompt_versions(store, run: dict) -> Iterator[dict]:
-    """The run's prompt versions newest first, each with its parents and changed lines."""
-    offset = 0
-    page: list = []
-    while True:
-        page, total = pages.prompt_dag_page(store, run["id"], offset, 200)
-        if not page:
-            break
-        offset += len(page)
-        yield from page
-        if offset >= total:
-            break
+    """The run's prompt versions, a generation page at a time, each once (first page it appears on)."""
+    with store.engine.connect() as conn:
+        last = conn.scalar(select(func.max(t.generation.c.index)).where(t.generation.c.run_id == run["id"]))
+    seen: set[str] = set()
+    for lo in range(0, (last or 0) + 1, pages.PAGE):
+        for rec in pages.prompt_dag_page(store, run["id"], lo, lo + pages.PAGE):
+            if rec["id"] not in seen:
+                seen.add(rec["id"])
+                yield rec

@@ -9,6 +9,7 @@ not the metrics documents. Core selects only; results are plain dicts.
 from __future__ import annotations
 
 import difflib
+import json
 from typing import Any
 
 from sqlalchemy import Integer, String, cast, func, select, union
@@ -71,16 +72,19 @@ def runs_overview(store) -> list[dict]:
 
 
 def generations_page(store, run_id: int, offset: int = 0, limit: int = PAGE) -> tuple[list[dict], int]:
-    """One page of a run's generations by index, with parent/child links and key numbers."""
+    """Generations with ``offset <= index < offset + limit``, with parent/child links and key numbers,
+    and how many index slots the run has (max index + 1). A range on the unique (run, index) key, not
+    OFFSET, so the last page costs what the first does."""
     parent = g.alias("parent")
     q = (select(g.c.id, g.c.index, g.c.parent_id, parent.c.index, g.c.prompt_version, g.c.weights_version,
                 parent.c.prompt_version, parent.c.weights_version, g.c.status, _metric("heldout", "pass@1"),
                 _metric("train_reward"), _metric("update", "loss"), pv.c.proposed_by, wv.c.parent, g.c.error)
          .select_from(g.outerjoin(parent, parent.c.id == g.c.parent_id)
                       .outerjoin(pv, pv.c.id == g.c.prompt_version).outerjoin(wv, wv.c.id == g.c.weights_version))
-         .where(g.c.run_id == run_id).order_by(g.c.index).offset(offset).limit(limit))
+         .where(g.c.run_id == run_id, g.c.index >= offset, g.c.index < offset + limit).order_by(g.c.index))
     with store.engine.connect() as conn:
-        total = conn.scalar(select(func.count()).select_from(g).where(g.c.run_id == run_id))
+        last = conn.scalar(select(func.max(g.c.index)).where(g.c.run_id == run_id))
+        total = 0 if last is None else last + 1
         rows = conn.execute(q).all()
         ids = [row[0] for row in rows]
         kids: dict[int, list[int]] = {}
@@ -97,29 +101,39 @@ def generations_page(store, run_id: int, offset: int = 0, limit: int = PAGE) -> 
     return out, int(total or 0)
 
 
+CURVE_PATHS = {"train_reward": ("train_reward",), "all_fail": ("routing", "all_fail"),
+               "groups": ("routing", "groups"), "delta_weights": ("attribution", "delta_weights"),
+               "delta_prompt": ("attribution", "delta_prompt")}
+
+
 def curves(store, run_id: int, ks: list[int], max_points: int = 400) -> dict:
     """Per committed generation (by index): held-out pass@k, train reward, all-fail share, attribution.
 
     More than ``max_points`` generations are averaged into ``max_points`` equal buckets of indices.
     """
-    cols = {f"pass@{k}": _metric("heldout", f"pass@{k}") for k in ks}
-    cols |= {"train_reward": _metric("train_reward"), "all_fail": _metric("routing", "all_fail"),
-             "groups": _metric("routing", "groups"), "delta_weights": _metric("attribution", "delta_weights"),
-             "delta_prompt": _metric("attribution", "delta_prompt")}
-    q = (select(g.c.index, *cols.values()).where(g.c.run_id == run_id, g.c.status == "committed")
-         .order_by(g.c.index))
+    paths = {f"pass@{k}": ("heldout", f"pass@{k}") for k in ks} | CURVE_PATHS
+    names = list(paths)
+    where = (g.c.run_id == run_id, g.c.status == "committed")
     with store.engine.connect() as conn:
-        rows = conn.execute(q).all()
-    names = list(cols)
-    series: dict[str, list] = {n: [] for n in names}
-    xs = [row[0] for row in rows]
-    for row in rows:
-        for n, v in zip(names, row[1:], strict=True):
-            series[n].append(v)
+        if conn.dialect.name == "sqlite":  # one JSON parse per row: json_extract with many paths -> an array
+            spec = [".".join(f'"{p}"' for p in path) for path in paths.values()]
+            arr = func.json_extract(g.c.metrics, *[f"$.{x}" for x in spec])
+            rows = [(i, json.loads(a) if a else [None] * len(names))
+                    for i, a in conn.execute(select(g.c.index, arr).where(*where).order_by(g.c.index))]
+        else:
+            cols = [_metric(*path) for path in paths.values()]
+            rows = [(row[0], list(row[1:])) for row in conn.execute(select(g.c.index, *cols).where(*where)
+                                                                    .order_by(g.c.index))]
+    xs = [i for i, _ in rows]
+    series: dict[str, list] = {n: [_num(vals[k]) for _, vals in rows] for k, n in enumerate(names)}
     share = [a / n if a is not None and n else None for a, n in zip(series.pop("all_fail"),
                                                                      series.pop("groups"), strict=True)]
     series["all_fail_share"] = share
     return {"x": xs, "series": series, "n": len(xs), **_bucket(xs, series, max_points)}
+
+
+def _num(v):
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
 def _bucket(xs: list, series: dict, max_points: int) -> dict:
@@ -145,39 +159,50 @@ def _run_prompt_ids(run_id: int):
     return union(used, proposed).subquery()
 
 
-def prompt_dag_page(store, run_id: int, offset: int = 0, limit: int = 50) -> tuple[list[dict], int]:
-    """One page of the run's prompt versions (newest first) with parents, lesson diff, evidence, verdict."""
-    ids = _run_prompt_ids(run_id)
+def prompt_dag_page(store, run_id: int, lo: int = 0, hi: int = PAGE) -> list[dict]:
+    """The prompt versions that generations ``lo <= index < hi`` of the run proposed or used, newest
+    first, each with its parents, changed lines (the lesson), evidence (``meta``) and verdict.
+
+    Paged by generation range like ``generations_page``: a few indexed lookups per page
+    (generation -> its lm calls -> the versions they proposed), however long the run.
+    """
     with store.engine.connect() as conn:
-        total = conn.scalar(select(func.count()).select_from(ids))
-        rows = conn.execute(select(pv.c.id, pv.c.components, pv.c.proposed_by, pv.c.meta,
-                                   cast(pv.c.created_at, String)).join(ids, ids.c.id == pv.c.id)
-                            .order_by(pv.c.created_at.desc(), pv.c.id).offset(offset).limit(limit)).all()
-        page = [row[0] for row in rows]
+        gens = conn.execute(select(g.c.id, g.c.index, g.c.prompt_version)
+                            .where(g.c.run_id == run_id, g.c.index >= lo, g.c.index < hi)).all()
+        index_of = {gid: idx for gid, idx, _ in gens}
+        when: dict[str, int] = {}  # version -> the newest generation on this page that proposed or used it
+        used: dict[str, int] = {}
+        for _, idx, pvid in gens:
+            if pvid:
+                used[pvid] = min(idx, used.get(pvid, idx))
+                when[pvid] = max(idx, when.get(pvid, idx))
+        calls: dict[str, list[int]] = {}
+        call_gen = dict(conn.execute(select(call.c.id, call.c.generation_id)
+                                     .where(call.c.generation_id.in_(list(index_of)))).all())
+        for pid, cid in conn.execute(select(link.c.prompt_version, link.c.lm_call_id)
+                                     .where(link.c.lm_call_id.in_(list(call_gen))).order_by(link.c.lm_call_id)):
+            calls.setdefault(pid, []).append(cid)
+            when[pid] = max(index_of[call_gen[cid]], when.get(pid, -1))
+        found = {row[0]: row for row in conn.execute(
+            select(pv.c.id, pv.c.components, pv.c.proposed_by, pv.c.meta, cast(pv.c.created_at, String))
+            .where(pv.c.id.in_(list(when))))}
         parents: dict[str, list[str]] = {}
-        for child, parent in conn.execute(select(pp.c.child, pp.c.parent).where(pp.c.child.in_(page))
+        for child, parent in conn.execute(select(pp.c.child, pp.c.parent).where(pp.c.child.in_(list(found)))
                                           .order_by(pp.c.child, pp.c.position)):
             parents.setdefault(child, []).append(parent)
         wanted = {p for ps in parents.values() for p in ps}
         comps = dict(conn.execute(select(pv.c.id, pv.c.components).where(pv.c.id.in_(wanted))).all())
-        used = {}
-        for pid, idx in conn.execute(select(g.c.prompt_version, func.min(g.c.index))
-                                     .where(g.c.run_id == run_id, g.c.prompt_version.in_(page))
-                                     .group_by(g.c.prompt_version)):
-            used[pid] = idx
-        calls: dict[str, list[int]] = {}
-        for pid, cid in conn.execute(select(link.c.prompt_version, link.c.lm_call_id)
-                                     .where(link.c.prompt_version.in_(page)).order_by(link.c.lm_call_id)):
-            calls.setdefault(pid, []).append(cid)
+    order = sorted(found, key=lambda pid: (-when[pid], found[pid][4] or "", pid), reverse=False)
     out = []
-    for pid, components, how, meta, created in rows:
+    for pid in order:
+        _, components, how, meta, created = found[pid]
         ps = parents.get(pid, [])
         base = comps.get(ps[0], {}) if ps else {}
         out.append({"id": pid, "components": components or {}, "proposed_by": how, "meta": meta or {},
                     "created_at": created, "parents": ps, "first_used": used.get(pid),
                     "lm_calls": calls.get(pid, []), "changes": line_changes(base, components or {}),
                     "accepted": (meta or {}).get("accepted")})
-    return out, int(total or 0)
+    return out
 
 
 def line_changes(before: dict, after: dict) -> list[tuple[str, str, str]]:

@@ -12,7 +12,7 @@ from evolve.lineage.diff import component_diffs, describe, diff_generations, met
 from evolve.ui import charts
 from evolve.ui.text import from_form
 
-GEN_PAGE, DAG_PAGE, ROLLOUT_PAGE = 100, 25, 25
+GEN_PAGE, ROLLOUT_PAGE = 100, 25
 
 
 def _int(value, default: int = 0, lo: int = 0, hi: int = 10**9) -> int:
@@ -35,14 +35,10 @@ def runs_page(store) -> dict:
 
 def run_page(store, name: str, params, url) -> dict:
     run = pages.run_row(store, name)
-    gpage = _int(params.get("page"), 0)
-    rows, total = pages.generations_page(store, run["id"], 0, 0)  # total only
-    gp = pager(gpage, total, GEN_PAGE)
+    _, total = pages.generations_page(store, run["id"], 0, 0)  # how many index slots
+    gp = pager(_int(params.get("page"), 0), total, GEN_PAGE)
     rows, _ = pages.generations_page(store, run["id"], gp["offset"], GEN_PAGE)
-    dp_n = _int(params.get("dag"), 0)
-    dag, dag_total = pages.prompt_dag_page(store, run["id"], 0, 0)
-    dp = pager(dp_n, dag_total, DAG_PAGE)
-    dag, _ = pages.prompt_dag_page(store, run["id"], dp["offset"], DAG_PAGE)
+    dag = pages.prompt_dag_page(store, run["id"], gp["offset"], gp["offset"] + GEN_PAGE)
     cv = pages.curves(store, run["id"], run["ks"])
     s = cv["series"]
     xs = cv["x"]
@@ -59,7 +55,7 @@ def run_page(store, name: str, params, url) -> dict:
     ]
     tree = charts.tree_svg(rows, lambda i: url("generation", run_id=run["id"], index=i))
     wchain = [row for row in rows if row["weights_changed"]]
-    return {"run": run, "gens": rows, "gp": gp, "dag": dag, "dp": dp, "curves": curves, "tree": tree,
+    return {"run": run, "gens": rows, "gp": gp, "dag": dag, "curves": curves, "tree": tree,
             "weights": wchain}
 
 
