@@ -132,6 +132,16 @@ def curves(store, run_id: int, ks: list[int], max_points: int = 400) -> dict:
     return {"x": xs, "series": series, "n": len(xs), **_bucket(xs, series, max_points)}
 
 
+def run_version(store, run_id: int) -> tuple:
+    """Changes whenever the run's curves can: the newest generation's index, status and commit time
+    (generations are begun in index order and only the newest can still change status)."""
+    newest = select(func.max(g.c.index)).where(g.c.run_id == run_id).scalar_subquery()
+    with store.engine.connect() as conn:
+        row = conn.execute(select(g.c.index, g.c.status, cast(g.c.committed_at, String))
+                           .where(g.c.run_id == run_id, g.c.index == newest)).first()
+    return tuple(row) if row else ()
+
+
 def _num(v):
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
@@ -210,9 +220,11 @@ def line_changes(before: dict, after: dict) -> list[tuple[str, str, str]]:
     out = []
     for key in sorted(set(before) | set(after)):
         a, b = str(before.get(key, "")).splitlines(), str(after.get(key, "")).splitlines()
-        for op in difflib.ndiff(a, b):
-            if op[:2] in ("+ ", "- "):
-                out.append((key, op[0], op[2:]))
+        if a == b:
+            continue
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+            if tag != "equal":
+                out += [(key, "-", line) for line in a[i1:i2]] + [(key, "+", line) for line in b[j1:j2]]
     return out
 
 

@@ -6,13 +6,15 @@ No view loads a whole run: generations, the prompt DAG and rollouts come a page 
 
 from __future__ import annotations
 
+import copy
+
 from evolve.errors import LineageError
 from evolve.lineage import pages
 from evolve.lineage.diff import component_diffs, describe, diff_generations, metric_deltas
 from evolve.ui import charts
 from evolve.ui.text import from_form
 
-GEN_PAGE, ROLLOUT_PAGE = 100, 25
+GEN_PAGE, ROLLOUT_PAGE = 50, 25
 
 
 def _int(value, default: int = 0, lo: int = 0, hi: int = 10**9) -> int:
@@ -39,7 +41,7 @@ def run_page(store, name: str, params, url) -> dict:
     gp = pager(_int(params.get("page"), 0), total, GEN_PAGE)
     rows, _ = pages.generations_page(store, run["id"], gp["offset"], GEN_PAGE)
     dag = pages.prompt_dag_page(store, run["id"], gp["offset"], gp["offset"] + GEN_PAGE)
-    cv = pages.curves(store, run["id"], run["ks"])
+    cv = _curves(store, run)
     s = cv["series"]
     xs = cv["x"]
     note = f" ({cv['n']} generations, {cv['bucket']} per point)" if cv["bucketed"] else ""
@@ -57,6 +59,20 @@ def run_page(store, name: str, params, url) -> dict:
     wchain = [row for row in rows if row["weights_changed"]]
     return {"run": run, "gens": rows, "gp": gp, "dag": dag, "curves": curves, "tree": tree,
             "weights": wchain}
+
+
+_CURVES: dict[tuple, dict] = {}
+
+
+def _curves(store, run: dict) -> dict:
+    """``pages.curves`` (one JSON parse per generation) cached until the run gets a new or changed
+    generation: reloading the run page of a 10,000-generation run then costs one indexed lookup."""
+    key = (id(store), run["id"], tuple(run["ks"]), pages.run_version(store, run["id"]))
+    if key not in _CURVES:
+        if len(_CURVES) > 32:
+            _CURVES.clear()
+        _CURVES[key] = pages.curves(store, run["id"], run["ks"])
+    return copy.deepcopy(_CURVES[key])
 
 
 def generation_page(store, run_name: str, index: int, params, db_arg: str | None) -> dict:
@@ -112,8 +128,11 @@ def call_page(store, cid: int) -> dict:
         with store.engine.connect() as conn:
             run_name = conn.scalar(select(t.run.c.name).where(t.run.c.id == c["run_id"]))
     req = c["request"] if isinstance(c["request"], dict) else {}
-    return {"call": c, "run_name": run_name, "messages": req.get("messages") if isinstance(req.get("messages"), list)
-            else None}
+    data = req.get("dataset") if isinstance(req.get("dataset"), dict) else {}
+    groups = [grp for grp in data.get("groups") or [] if isinstance(grp, dict)] if isinstance(data.get("groups"), list) \
+        else []
+    return {"call": c, "run_name": run_name, "groups": groups,
+            "messages": req.get("messages") if isinstance(req.get("messages"), list) else None}
 
 
 def prompt_page(store, pvid: str) -> dict:
