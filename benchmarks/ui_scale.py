@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from results_io import print_figures, write_results  # noqa: E402
 
 from evolve.lineage import LineageStore  # noqa: E402
+from evolve.ui.views import GEN_PAGE  # noqa: E402
 from evolve.util.hashing import content_hash  # noqa: E402
 
 CLASSES = ("SyntaxError", "WrongAnswer", "TypeMismatch", "NameError", "IndentationError")
@@ -180,7 +181,7 @@ def measure(db: Path, n: int, repeats: int) -> dict:
             "static file (baseline)": "/static/ui.css",
             "runs": "/",
             "run page": "/run/1",
-            "run page, last generations": "/run/1?page=%d" % ((n - 1) // 100),
+            "run page, last generations": f"/run/1?page={(n - 1) // GEN_PAGE}",
             "generation page": f"/run/1/gen/{mid}",
             "generation page, failed rollouts, page 2": f"/run/1/gen/{mid}?passed=fail&rpage=1",
             "generation page, newest": f"/run/1/gen/{last}",

@@ -54,12 +54,19 @@ def pretty_json(obj) -> str:
 
 
 def num(v, digits: int = 3) -> str:
+    """A number for a table: ``digits`` significant digits, no exponent below 1e-4."""
     if v is None:
         return "–"
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
-        return "nan" if math.isnan(v) else f"{v:.{digits}f}".rstrip("0").rstrip(".") if v != int(v) else f"{v:.0f}"
+        if math.isnan(v):
+            return "nan"
+        if v == 0:
+            return "0"
+        if (v == int(v) and abs(v) < 1e15) or abs(v) >= 1000:
+            return f"{v:.0f}"
+        return f"{v:.{max(digits, 1)}g}"
     return visible(v)
 
 

@@ -35,7 +35,7 @@ def test_runs_page_lists_runs(page, ui_server, ui_db, tmp_path):
     assert cells[0] == "t" and cells[1] == "coupled" and cells[2] == "4"  # generations 0..2 plus the fork
     (p1,) = q(ui_db, "select json_extract(metrics, '$.heldout.\"pass@1\"') from generation g join run r "
                      "on r.id = g.run_id where r.name = 't' and g.\"index\" = 3")[0]
-    assert float(cells[5]) == round(p1, 3)
+    assert abs(float(cells[5]) - p1) < 5e-3
     shot(page, tmp_path, "runs")
     assert not page.errors, page.errors
 
