@@ -55,6 +55,27 @@ def _metrics(rng: random.Random, i: int) -> dict:
             "proposals": 2, "accepted": 0, "rollouts_spent": 64, "timings": {"total": 3.0}}
 
 
+def _proposal(rng: random.Random, i: int, k: int, pv: str, call_id: int, now: str, out: tuple) -> str:
+    """One reflection proposal of generation ``i`` with its LM call; returns the prompt kept after it."""
+    pv_rows, edges, calls, links = out
+    lesson = rng.choice(LESSONS)
+    comps = {"system": "Write Python.", "lessons": f"{lesson}\n(variant {i}.{k})"}
+    new = content_hash({"components": comps})
+    accepted = k == 0 and rng.random() < 0.1
+    meta = {"kind": "add-lesson", "rationale": f"failures: SyntaxError x{rng.randrange(9)}; added {lesson!r}",
+            "generation": i, "accepted": accepted,
+            "minibatch": {f"tc/list/t{j}": rng.random() for j in range(3)},
+            "parent_minibatch": {f"tc/list/t{j}": rng.random() for j in range(3)}, "val": None}
+    pv_rows.append((new, json.dumps(comps), "reflection", json.dumps(meta), now))
+    edges.append((new, pv, 0))
+    request = {"reflector": "offline", "parent": {"lessons": ""}, "dataset": {"groups": [
+        {"signature": f"SyntaxError|-|x{j}", "count": 3, "tasks": [f"tc/list/t{j}"]} for j in range(8)]}}
+    calls.append((call_id, i + 1, "reflection", "offline", json.dumps(request), content_hash(request),
+                  json.dumps({"proposals": [{"components": comps}]}), None, "{}", 0.01, now))
+    links.append((new, call_id))
+    return new if accepted else pv
+
+
 def build(db: Path, n: int, per_gen: int, seed: int = 0) -> dict:
     """The lineage; returns what was built (counts, the run name)."""
     rng = random.Random(seed)
@@ -77,23 +98,7 @@ def build(db: Path, n: int, per_gen: int, seed: int = 0) -> dict:
         pv = pv_of.get(parent, seed_pv)
         for k in range(2 if i else 0):  # two reflection proposals per generation, one kept now and then
             call_id += 1
-            lesson = rng.choice(LESSONS)
-            comps = {"system": "Write Python.", "lessons": f"{lesson}\n(variant {i}.{k})"}
-            new = content_hash({"components": comps})
-            accepted = k == 0 and rng.random() < 0.1
-            meta = {"kind": "add-lesson", "rationale": f"failures: SyntaxError x{rng.randrange(9)}; added {lesson!r}",
-                    "generation": i, "accepted": accepted,
-                    "minibatch": {f"tc/list/t{j}": rng.random() for j in range(3)},
-                    "parent_minibatch": {f"tc/list/t{j}": rng.random() for j in range(3)}, "val": None}
-            pv_rows.append((new, json.dumps(comps), "reflection", json.dumps(meta), now))
-            edges.append((new, pv, 0))
-            request = {"reflector": "offline", "parent": {"lessons": ""}, "dataset": {"groups": [
-                {"signature": f"SyntaxError|-|x{j}", "count": 3, "tasks": [f"tc/list/t{j}"]} for j in range(8)]}}
-            calls.append((call_id, i + 1, "reflection", "offline", json.dumps(request), content_hash(request),
-                          json.dumps({"proposals": [{"components": comps}]}), None, "{}", 0.01, now))
-            links.append((new, call_id))
-            if accepted:
-                pv = new
+            pv = _proposal(rng, i, k, pv, call_id, now, (pv_rows, edges, calls, links))
         pv_of[i] = pv
         w_parent = wv_of.get(parent)
         wv = content_hash({"w": i})

@@ -8,16 +8,10 @@ from pathlib import Path
 
 import typer
 
-from evolve.cli.lineage_cmds import DB_HELP
+from evolve.cli.lineage_cmds import DB_HELP, _open
 
 export_app = typer.Typer(help="Export a run: JSON Lines (everything) or MLflow (metrics per step, prompt versions).",
                          no_args_is_help=True)
-
-
-def _open(db: str | None):
-    from evolve.lineage import LineageStore
-
-    return LineageStore.open(db, create=False, auto_upgrade=False)
 
 
 @export_app.command("jsonl")

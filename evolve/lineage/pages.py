@@ -27,6 +27,11 @@ def _metric(*path: str):
     return g.c.metrics[path if len(path) > 1 else path[0]].as_float()
 
 
+def run_name(store, run_id: int) -> str | None:
+    with store.engine.connect() as conn:
+        return conn.scalar(select(t.run.c.name).where(t.run.c.id == run_id))
+
+
 def run_row(store, name: str) -> dict:
     with store.engine.connect() as conn:
         row = conn.execute(select(t.run.c.id, t.run.c.name, t.run.c.config, cast(t.run.c.created_at, String),

@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
@@ -84,72 +85,83 @@ class SecurityHeaders:
         await self.app(scope, receive, wrapped)
 
 
+def _url(request: Request):
+    def url(route: str, **params) -> str:
+        return str(request.url_for(route, **params).path)
+    return url
+
+
+def _render(request: Request, name: str, ctx: dict, status: int = 200) -> HTMLResponse:
+    env = request.app.state.env
+    html = env.get_template(name).render(url=_url(request), request=request, query=_query(request), **ctx)
+    return HTMLResponse(html, status_code=status)
+
+
+def _page(fn):
+    """A GET endpoint: ``fn(request, store) -> (template, context)`` run in a worker thread (the
+    queries block); an EvolveError (unknown run, generation, ...) is a 404 page naming it."""
+    async def endpoint(request: Request) -> Response:
+        def build():
+            try:
+                return _render(request, *fn(request, request.app.state.store))
+            except EvolveError as e:
+                return _render(request, "error.html", {"message": str(e)}, status=404)
+        return await run_in_threadpool(build)
+    return endpoint
+
+
+def _runs(request, store):
+    return "runs.html", views.runs_page(store)
+
+
+def _run(request, store):
+    name = views.resolve_run_name(store, request.path_params["run_id"])
+    return "run.html", views.run_page(store, name, request.query_params, _url(request))
+
+
+def _generation(request, store):
+    name = views.resolve_run_name(store, request.path_params["run_id"])
+    return "generation.html", views.generation_page(store, name, request.path_params["index"],
+                                                    request.query_params, request.app.state.db_arg)
+
+
+def _call(request, store):
+    return "call.html", views.call_page(store, request.path_params["call_id"])
+
+
+def _prompt(request, store):
+    return "prompt.html", views.prompt_page(store, request.path_params["pv"])
+
+
+def _compare(request, store):
+    q = request.query_params
+    return "compare.html", views.compare_page(store, q.get("a", "").strip(), q.get("b", "").strip())
+
+
+async def _ping(request):
+    return PlainTextResponse("ok")
+
+
 def create_app(store, *, token: str | None = None, allowed_hosts: list[str] | None = None,
                db_arg: str | None = None) -> Starlette:
     """The app over an open ``store`` (read only; the caller closes it)."""
-    env = _env()
-
-    def render(request: Request, name: str, ctx: dict, status: int = 200) -> HTMLResponse:
-        def url(route: str, **params) -> str:
-            return str(request.url_for(route, **params).path)
-
-        html = env.get_template(name).render(url=url, request=request, query=_query(request), **ctx)
-        return HTMLResponse(html, status_code=status)
-
-    def page(fn):
-        async def endpoint(request: Request) -> Response:
-            from starlette.concurrency import run_in_threadpool
-
-            try:
-                return await run_in_threadpool(fn, request)
-            except EvolveError as e:
-                return render(request, "error.html", {"message": str(e)}, status=404)
-        return endpoint
-
-    def runs(request):
-        return render(request, "runs.html", views.runs_page(store))
-
-    def run(request):
-        name = views.resolve_run_name(store, request.path_params["run_id"])
-
-        def url(route, **params):
-            return str(request.url_for(route, **params).path)
-        return render(request, "run.html", views.run_page(store, name, request.query_params, url))
-
-    def generation(request):
-        name = views.resolve_run_name(store, request.path_params["run_id"])
-        ctx = views.generation_page(store, name, request.path_params["index"], request.query_params, db_arg)
-        return render(request, "generation.html", ctx)
-
-    def lm_call(request):
-        return render(request, "call.html", views.call_page(store, request.path_params["call_id"]))
-
-    def prompt(request):
-        return render(request, "prompt.html", views.prompt_page(store, request.path_params["pv"]))
-
-    def compare(request):
-        q = request.query_params
-        return render(request, "compare.html", views.compare_page(store, q.get("a", "").strip(),
-                                                                   q.get("b", "").strip()))
-
-    def ping(request):
-        return PlainTextResponse("ok")
-
     routes = [
-        Route("/", page(runs), name="runs"),
-        Route("/run/{run_id:int}", page(run), name="run"),
-        Route("/run/{run_id:int}/gen/{index:int}", page(generation), name="generation"),
-        Route("/call/{call_id:int}", page(lm_call), name="call"),
-        Route("/prompt/{pv:str}", page(prompt), name="prompt"),
-        Route("/compare", page(compare), name="compare"),
-        Route("/ping", ping, name="ping"),
+        Route("/", _page(_runs), name="runs"),
+        Route("/run/{run_id:int}", _page(_run), name="run"),
+        Route("/run/{run_id:int}/gen/{index:int}", _page(_generation), name="generation"),
+        Route("/call/{call_id:int}", _page(_call), name="call"),
+        Route("/prompt/{pv:str}", _page(_prompt), name="prompt"),
+        Route("/compare", _page(_compare), name="compare"),
+        Route("/ping", _ping, name="ping"),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     middleware = [Middleware(SecurityHeaders),
                   Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or LOOPBACK_HOSTS)]
     if token:
         middleware.append(Middleware(TokenGate, token=token))
-    return Starlette(routes=routes, middleware=middleware)
+    app = Starlette(routes=routes, middleware=middleware)
+    app.state.store, app.state.env, app.state.db_arg = store, _env(), db_arg
+    return app
 
 
 def _query(request: Request):

@@ -119,14 +119,7 @@ def _class_table(metrics: dict) -> list[dict]:
 
 def call_page(store, cid: int) -> dict:
     c = pages.lm_call(store, cid)
-    run_name = None
-    if c["run_id"] is not None:
-        from sqlalchemy import select
-
-        from evolve.lineage import tables as t
-
-        with store.engine.connect() as conn:
-            run_name = conn.scalar(select(t.run.c.name).where(t.run.c.id == c["run_id"]))
+    run_name = pages.run_name(store, c["run_id"]) if c["run_id"] is not None else None
     req = c["request"] if isinstance(c["request"], dict) else {}
     data = req.get("dataset") if isinstance(req.get("dataset"), dict) else {}
     groups = [grp for grp in data.get("groups") or [] if isinstance(grp, dict)] if isinstance(data.get("groups"), list) \
@@ -163,12 +156,7 @@ def compare_page(store, a_ref: str, b_ref: str) -> dict:
 
 
 def resolve_run_name(store, run_id: int) -> str:
-    from sqlalchemy import select
-
-    from evolve.lineage import tables as t
-
-    with store.engine.connect() as conn:
-        name = conn.scalar(select(t.run.c.name).where(t.run.c.id == run_id))
+    name = pages.run_name(store, run_id)
     if name is None:
         raise LineageError(f"unknown run id {run_id}")
     return name
