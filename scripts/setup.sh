@@ -30,6 +30,16 @@ sandbox_packages() {
 }
 sandbox_packages
 [ "${1:-}" = "--sandbox-only" ] && exit 0
+# Debian's chromium: the browser tests of `evolve ui` drive it headless (Playwright, no browser download).
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || echo "setup: could not install chromium; the evolve ui browser tests cannot run" >&2
+  else
+    echo "setup: chromium is missing and cannot be installed here (not root or no apt-get);" \
+         "the evolve ui browser tests cannot run" >&2
+  fi
+fi
 
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv

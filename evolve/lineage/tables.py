@@ -32,8 +32,8 @@ from evolve.util.text import from_db, to_db
 
 # The newest revision these tables describe, and every revision this code knows.
 # Kept as constants so read-only commands need not import Alembic.
-SCHEMA_HEAD = "0002"
-KNOWN_REVISIONS = ("0001", "0002")
+SCHEMA_HEAD = "0003"
+KNOWN_REVISIONS = ("0001", "0002", "0003")
 
 GENERATION_STATUSES = ("pending", "committed", "failed")
 HASH = 64  # length of a sha256 hex digest
@@ -116,6 +116,7 @@ prompt_lm_call = Table(
     "prompt_lm_call", metadata,
     Column("prompt_version", ForeignKey("prompt_version.id", ondelete="CASCADE"), primary_key=True),
     Column("lm_call_id", ForeignKey("lm_call.id", ondelete="CASCADE"), primary_key=True),
+    Index("ix_prompt_lm_call_call", "lm_call_id"),  # rev 0003: the versions a call proposed
 )
 
 # A set of policy weights; id = content_hash of {artifact_sha, parent, base_model, kind}.
@@ -168,6 +169,7 @@ lm_call = Table(
     Column("latency_s", Float, nullable=False, default=0.0),
     _ts("created_at"),
     Index("ix_lm_call_request_hash", "request_hash"),
+    Index("ix_lm_call_generation", "generation_id"),  # rev 0003: a generation's calls (evolve ui, resume)
 )
 
 # A stored evolve.rollout.Rollout with its verdict. The column is group_index, its key `group`.
