@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from conftest import HOSTILE, HOSTILE_RUN, open_page, shot
+from ui_helpers import HOSTILE, HOSTILE_RUN, open_page, shot
 
 from evolve.ui.text import visible
 

@@ -8,7 +8,7 @@ import sqlite3
 import subprocess
 
 import pytest
-from conftest import EVOLVE, REPO, evolve
+from ui_helpers import EVOLVE, REPO, evolve
 
 
 def counts(db, run="t") -> dict:
