@@ -96,7 +96,8 @@ def generation_page(store, run_name: str, index: int, params, db_arg: str | None
         "run": run, "gen": gen, "name": name, "components": comps, "diff": diff, "has_parent": parent_comps is not None,
         "weights": pages.weights_row(store, gen["weights_version"]), "metrics": metrics,
         "routing": metrics.get("routing") or {}, "classes": _class_table(metrics),
-        "calls": pages.generation_calls(store, gen["id"]), "rollouts": rollouts, "rp": rp, "filters": filters,
+        "calls": pages.generation_calls(store, gen["id"]), "rollouts": rollouts,
+        "proposals": [p for p in pages.prompt_dag_page(store, run["id"], index, index + 1) if p["lm_calls"]], "rp": rp, "filters": filters,
         "choices": pages.rollout_filters(store, gen["id"]), "counts": pages.rollout_counts(store, gen["id"]),
         "commands": [f"evolve resume {_shell(run_name)} --from {_shell(name)}{db}", f"evolve replay {_shell(name)}{db}"],
     }

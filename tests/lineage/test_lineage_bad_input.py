@@ -13,7 +13,7 @@ import pytest
 from lineage_helpers import build_fork_merge
 
 from evolve.errors import LineageError
-from evolve.lineage import LineageStore
+from evolve.lineage import SCHEMA_HEAD, LineageStore
 from evolve.lineage import db as dbmod
 
 FIXTURE = Path(__file__).parent / "fixtures" / "lineage_0001.db"
@@ -90,7 +90,7 @@ def test_newer_schema_is_refused_by_readers_and_writers(tmp_path, cli):
     before = _snapshot(tmp_path)
     msg = "database schema 0099 of"
     for args in INSPECT + [["db", "upgrade"]]:
-        _one_line_error(cli(*args, "--db", str(db)), msg, "is newer than this evolve (head 0002); upgrade evolve")
+        _one_line_error(cli(*args, "--db", str(db)), msg, f"is newer than this evolve (head {SCHEMA_HEAD}); upgrade evolve")
     with pytest.raises(LineageError, match="newer than this evolve"):
         LineageStore.open(str(db))
     assert _snapshot(tmp_path) == before
@@ -101,10 +101,10 @@ def test_older_schema_needs_db_upgrade_for_inspection(tmp_path, cli):
     shutil.copy(FIXTURE, db)
     before = _snapshot(tmp_path)
     for args in (["runs"], ["lineage", "old"], ["check"]):
-        _one_line_error(cli(*args, "--db", str(db)), "is at 0001 (head 0002), run `evolve db upgrade`")
+        _one_line_error(cli(*args, "--db", str(db)), f"is at 0001 (head {SCHEMA_HEAD}), run `evolve db upgrade`")
     assert _snapshot(tmp_path) == before
     r = cli("db", "upgrade", "--db", str(db))
-    assert r.code == 0 and r.out.strip() == f"{db}: upgraded 0001 -> 0002"
+    assert r.code == 0 and r.out.strip() == f"{db}: upgraded 0001 -> {SCHEMA_HEAD}"
     assert cli("lineage", "old", "--db", str(db)).code == 0
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from conftest import HOSTILE, HOSTILE_RUN, open_page, shot
+from ui_helpers import HOSTILE, HOSTILE_RUN, open_page, shot
 
 from evolve.ui.text import visible
 
@@ -87,6 +87,11 @@ def test_generation_page_and_click_to_reflection_call(page, ui_server, ui_db, tm
     calls = q(ui_db, "select c.id, c.response from lm_call c join generation g on g.id = c.generation_id "
                      "where g.run_id = ? and g.\"index\" = 1 order by c.id", rid)
     assert page.locator("a.call-link").count() == len(calls) >= 1
+    proposed = q(ui_db, "select distinct l.prompt_version from prompt_lm_call l join lm_call c on c.id = l.lm_call_id "
+                        "join generation g on g.id = c.generation_id where g.run_id = ? and g.\"index\" = 1", rid)
+    ids = page.locator("#proposals article.proposal").evaluate_all("as => as.map(a => a.id)")
+    assert sorted(ids) == sorted(f"pv-{p[:16]}" for (p,) in proposed) and len(ids) >= 1
+    assert page.locator("#proposals ul.lesson li").count() >= len(ids)  # each with its lesson lines
     shot(page, tmp_path, "generation")
     page.locator("a.call-link").first.click()
     page.wait_for_selector("#call-title")

@@ -8,7 +8,9 @@ import sqlite3
 import subprocess
 
 import pytest
-from conftest import EVOLVE, REPO, evolve
+from ui_helpers import EVOLVE, REPO, evolve
+
+from evolve.lineage.export import MLFLOW_MISSING
 
 
 def counts(db, run="t") -> dict:
@@ -100,3 +102,16 @@ def test_export_mlflow_round_trips(ui_db, tmp_path, kind):
         p = by_hash[pv]
         assert got["pv"][str(i)] == float(p["v"])
         assert p["template"] == "\n\n".join(f"## {k}\n{v}" for k, v in json.loads(comps[pv]).items())
+
+
+def test_export_mlflow_without_mlflow_is_one_line(ui_db, tmp_path):
+    shim = tmp_path / "shim" / "mlflow"  # an `import mlflow` that fails, as on a machine without the extra
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ImportError('No module named mlflow')\n")
+    env = {**os.environ, "PYTHONPATH": f"{shim.parent}{os.pathsep}{REPO}"}
+    proc = subprocess.run([*EVOLVE, "export", "mlflow", "t", "--db", f"sqlite:///{ui_db}", "--tracking-uri",
+                           f"sqlite:///{tmp_path / 'm.db'}"], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"error: {' '.join(MLFLOW_MISSING.split())}"]
+    assert not (tmp_path / "m.db").exists()

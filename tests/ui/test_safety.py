@@ -9,7 +9,7 @@ import subprocess
 import urllib.parse
 
 import pytest
-from conftest import EVOLVE, HOSTILE, HOSTILE_RUN, REPO, free_port, start_ui
+from ui_helpers import EVOLVE, HOSTILE, HOSTILE_RUN, REPO, free_port, start_ui
 
 
 def get(base: str, path: str, headers: dict | None = None, method: str = "GET"):
