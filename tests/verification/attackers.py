@@ -153,7 +153,7 @@ def add(a, b):
     "forged check verdict": _NONCE + '''
 def add(a, b):
     n = _nonce()
-    os.write(3, f"{n} W ok\\n{n} T 0.0\\n".encode())
+    os.write(3, f"{n} W ok\\n".encode())
     return a - b
 ''',
 }
