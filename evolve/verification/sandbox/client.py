@@ -255,7 +255,7 @@ class ForkServer:
                               f"(see docs/sandbox.md)", RuntimeWarning, stacklevel=3)
             return
         hint = "" if self.config.allow_weak or self.config.isolation != "auto" else \
-            " (install bubblewrap and libseccomp2 + pyseccomp, or explicitly accept weaker isolation)"
+            " (install bubblewrap and libseccomp2 + pyseccomp, or accept weaker isolation: --allow-weak-sandbox)"
         raise SandboxUnavailable(f"evolve sandbox: refusing to run untrusted code: {'; '.join(missing)}{hint}")
 
     def close(self) -> None:
