@@ -16,6 +16,20 @@ def good_with_secret(n: int) -> str:
     return f"SECRET = '{MARK}{n}'\ndef add(a, b):\n    return a + b\n"
 
 
+_KERNEL_REF = '''
+def _kernel():
+    """The server's own libc handle, found by walking frames (no ctypes.dlopen needed)."""
+    try:
+        raise ValueError
+    except ValueError as e:
+        f = e.__traceback__.tb_frame
+    while f is not None:
+        c = f.f_locals.get("cfg")
+        if type(c) is dict and "_kernel" in c:
+            return c["_kernel"]
+        f = f.f_back
+'''
+
 # -- 1. reading other samples' data --------------------------------------------------------------
 _WALK = '''
 import sys
@@ -90,6 +104,21 @@ def add(a, b):
         found.append(type(e).__name__)
     return found
 ''',
+    # Lock or watch state on a shared read-only file: a channel to a sibling running at the same time.
+    "lock and watch channel": _KERNEL_REF + '''
+import fcntl, os, sys
+def add(a, b):
+    fd = os.open(sys.executable, os.O_RDONLY)
+    worked = []
+    for name, fn in (("flock", lambda: fcntl.flock(fd, fcntl.LOCK_SH)), ("lockf", lambda: fcntl.lockf(fd, fcntl.LOCK_SH)),
+                     ("inotify", lambda: _kernel().syscall(294, 0) >= 0 or 1 / 0)):
+        try:
+            fn()
+            worked.append(name)
+        except Exception:
+            pass
+    return a - b, worked
+''',
     # Raw memory of its own process: another job's source would have to be in it.
     "raw memory scan": '''
 def add(a, b):
@@ -153,7 +182,7 @@ def add(a, b):
     "forged check verdict": _NONCE + '''
 def add(a, b):
     n = _nonce()
-    os.write(3, f"{n} W ok\\n{n} T 0.0\\n".encode())
+    os.write(3, f"{n} W ok\\n".encode())
     return a - b
 ''',
 }
@@ -169,19 +198,7 @@ def add(a, b):
 NOQA = "# ruff: noqa\nimport os  # noqa: F401\nimport sys  # noqa\ndef add(a, b):\n    return a + b\n"
 
 # -- 4. sabotage of siblings and of the server --------------------------------------------------
-_KERNEL = '''
-def _kernel():
-    """The server's own libc handle, found by walking frames (no ctypes.dlopen needed)."""
-    try:
-        raise ValueError
-    except ValueError as e:
-        f = e.__traceback__.tb_frame
-    while f is not None:
-        c = f.f_locals.get("cfg")
-        if type(c) is dict and "_kernel" in c:
-            return c["_kernel"]
-        f = f.f_back
-'''
+_KERNEL = _KERNEL_REF
 SABOTAGE = {
     "kill every pid": '''
 import os, signal

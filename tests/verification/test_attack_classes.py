@@ -61,11 +61,14 @@ def test_1_no_job_can_read_another_jobs_data(verifier):
     assert len(hits) == len(A.READ_OTHERS)
     for r in hits:
         assert not r.passed and A.MARK not in _evidence(r) and "stolen" not in _evidence(r), _evidence(r)
+    locks = rs[seq.index(A.READ_OTHERS["lock and watch channel"])]
+    assert "got (-1, [])" in locks.trace, locks.trace  # no lock or watch could be taken
     walk = rs[seq.index(A.READ_OTHERS["object-graph walk"])]
     assert "got []" in walk.trace, walk.trace  # it walked, and found nothing of the siblings
     # From the host: neither the server nor its forked-ahead job processes ever held a sibling's source.
     pids = H.harness_pids(verifier)
     assert len(pids) >= 2
+    assert all(H.memory_contains(p, b"class _Kernel") for p in pids)  # the scan does read their memory
     assert not [p for p in pids if H.memory_contains(p, A.MARK.encode())]
 
 

@@ -72,7 +72,8 @@ def f(i):
     if i == 2:
         return [p for p in ("/proc/self", "/etc/shadow", "/etc/passwd", "/home", %(repo)r) if os.path.exists(p)]
     if i == 3:
-        return os.listdir("/tmp") + os.listdir("/usr/local") + os.listdir(sysconfig.get_paths()["purelib"])
+        return (os.listdir("/tmp") + os.listdir("/usr/local") + os.listdir("/usr/share")
+                + os.listdir(sysconfig.get_paths()["purelib"]))
     if i == 4:
         return [p for p in ("/", "/tmp", "/dev", "/usr") if os.access(p, os.W_OK)]
     if i == 5:

@@ -53,8 +53,7 @@ class SandboxConfig:
     allow_weak: bool = False  # under "auto": fall back to a weaker level (with a warning) instead of refusing
     out_cap: int = 1 << 20  # bytes of stdout+stderr before the job is killed (first 2 KiB kept)
     res_cap: int = 1 << 20  # bytes of results per job (each value is also capped inside the job)
-    fsize: int = 16 << 20  # RLIMIT_FSIZE: largest file a job may write in its tmp
-    tmp_size: int = 64 << 20  # size of each job's private tmpfs
+    fsize: int = 16 << 20  # RLIMIT_FSIZE: largest file a job may write (fallback without namespaces only)
     drop_uid: bool = True  # fallback without namespaces, as root: run jobs as uid 65534 where possible
     hide: tuple[str, ...] = ()  # paths flagged when opened (they are outside the view anyway)
     hide_patterns: tuple[str, ...] = ("HumanEval.jsonl",)
@@ -175,7 +174,7 @@ class ForkServer:
             slots_parent.append((pw, rr, orr))
         (cr, cw), (sr, sw) = _pipe(), _pipe()  # parent -> server control, server -> parent control
         cfg = {"slots": slots_child, "ctl_r": cr, "ctl_w": sw, "bpf": bpf.hex() if bpf else None, "ns": True,
-               "ro_root": mode != "bwrap+seccomp", "in_bwrap": mode == "bwrap+seccomp", "tmp_size": c.tmp_size,
+               "ro_root": mode != "bwrap+seccomp", "in_bwrap": mode == "bwrap+seccomp",
                "fsize": c.fsize, "drop_uid": c.drop_uid, "hide": [p for p in c.hide if p] + list(c.hide_patterns)}
         prefix = view.bwrap_command() if mode == "bwrap+seccomp" else []
         cmd = prefix + [view.interpreter(), "-s", "-S", "-B", "-P", "-c", _BOOT, server_source(), json.dumps(cfg)]
@@ -256,7 +255,7 @@ class ForkServer:
                               f"(see docs/sandbox.md)", RuntimeWarning, stacklevel=3)
             return
         hint = "" if self.config.allow_weak or self.config.isolation != "auto" else \
-            " (install bubblewrap and libseccomp2 + pyseccomp, or explicitly accept weaker isolation)"
+            " (install bubblewrap and libseccomp2 + pyseccomp, or accept weaker isolation: --allow-weak-sandbox)"
         raise SandboxUnavailable(f"evolve sandbox: refusing to run untrusted code: {'; '.join(missing)}{hint}")
 
     def close(self) -> None:

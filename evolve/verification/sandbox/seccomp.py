@@ -25,9 +25,13 @@ DENIED = (
     "io_uring_enter", "io_uring_register", "name_to_handle_at", "open_by_handle_at", "fanotify_init",
     "init_module", "finit_module", "delete_module", "kexec_load", "reboot", "swapon", "swapoff", "acct",
     "quotactl", "lookup_dcookie", "personality",
+    # Lock and watch state on the shared read-only files would be a channel between concurrent jobs.
+    "flock", "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_mark",
 )
 _CLONE_THREAD = 0x00010000
 _F_SETOWN, _F_SETSIG, _F_SETOWN_EX = 8, 10, 15  # fcntl: route SIGIO (or any signal) to a pid
+_F_LOCKS = (5, 6, 7, 36, 37, 38)  # F_GETLK, F_SETLK, F_SETLKW and the OFD variants
+_FIOSETOWN, _SIOCSPGRP = 0x8901, 0x8902  # ioctl forms of F_SETOWN
 
 
 def compile_filter() -> tuple[bytes | None, str]:
@@ -46,8 +50,10 @@ def compile_filter() -> tuple[bytes | None, str]:
                 pass
         f.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, 0))  # processes, not threads
         f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
-        for cmd in (_F_SETOWN, _F_SETSIG, _F_SETOWN_EX):
+        for cmd in (_F_SETOWN, _F_SETSIG, _F_SETOWN_EX, *_F_LOCKS):
             f.add_rule(eperm, "fcntl", sc.Arg(1, sc.EQ, cmd))
+        for cmd in (_FIOSETOWN, _SIOCSPGRP):
+            f.add_rule(eperm, "ioctl", sc.Arg(1, sc.EQ, cmd))
         with tempfile.TemporaryFile() as tmp:
             f.export_bpf(tmp)
             tmp.seek(0)

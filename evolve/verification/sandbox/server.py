@@ -14,8 +14,8 @@ Control (newline-delimited JSON): parent -> server on ``ctl_r``: {"run": slot, "
 {"ready": true, ...} once, {"done": slot, "id": n|null, "exit", "signal", "timeout", "why",
 "cpu_s", "wall_s"} per ended child, and {"stats": {...}} when ``ctl_r`` closes.
 
-Each slot's process is a *keeper* (a plain fork of the server) that makes a new pid and IPC
-namespace (plus a mount namespace in the fallback without bubblewrap) and forks the job into it,
+Each slot's process is a *keeper* (a plain fork of the server) that makes a new pid namespace
+(plus IPC and mount namespaces where seccomp or bubblewrap is missing) and forks the job into it,
 then waits: creating and tearing down a pid namespace sleeps in the kernel for milliseconds here,
 and the keeper takes that off the server's loop. The job is pid 1 of a namespace with nothing
 else in it, so it can address no other process, and every process it might start dies with it.
@@ -185,8 +185,11 @@ def _child(k, cfg, in_ns):
 
 def _ns_flags(cfg):
     # Under bubblewrap no mount namespace per job: mounting (and the kernel tearing the mounts down
-    # at exit) halved throughput here, and the view is read-only anyway.
-    return _CLONE_NEWPID | _CLONE_NEWIPC | (0 if cfg.get("in_bwrap") else _CLONE_NEWNS)
+    # at exit) halved throughput here, and the view is read-only anyway. No IPC namespace where the
+    # seccomp filter denies System V IPC and POSIX queues (and there is no /dev/shm): making and
+    # dropping one per job cost 2.5x in jobs per second here. Without seccomp, each job gets one.
+    ipc = 0 if cfg.get("bpf") else _CLONE_NEWIPC
+    return _CLONE_NEWPID | ipc | (0 if cfg.get("in_bwrap") else _CLONE_NEWNS)
 
 
 def _keeper(k, cfg, ns):
