@@ -55,7 +55,8 @@ def write_results(name: str, *, args: dict, results, figures: dict, machine: dic
     """Write ``<out_dir or benchmarks/results>/<name>.json`` atomically and return its path."""
     out = Path(out_dir or RESULTS_DIR)
     out.mkdir(parents=True, exist_ok=True)
-    dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
+    # Dirty = code differs from the commit; other results files being rewritten in the same session do not count.
+    dirty = bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/results"))
     doc = {
         "benchmark": name,
         "commit": _git("rev-parse", "HEAD") + ("+dirty" if dirty else ""),

@@ -136,7 +136,7 @@ class ReplayRecorder:
     def lookup_outcome(self, request_hash: str) -> tuple[dict | None, str | None]:
         found = self.source.lookup_outcome(request_hash)
         if found is None:
-            raise EvolveError(f"replay: no recorded call for request {request_hash[:16]}")
+            raise EvolveError(f"replay: no recorded response for request {request_hash[:16]}")
         return found
 
 

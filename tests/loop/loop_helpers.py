@@ -34,10 +34,11 @@ class LoopDB:
             raise AssertionError(f"evolve {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
         return proc
 
-    def popen(self, *args: str) -> subprocess.Popen:
+    def popen(self, *args: str, log: Path | None = None) -> subprocess.Popen:
+        out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - the child owns it from here
         return subprocess.Popen([sys.executable, "-m", "evolve", *args, "--db", self.url], cwd=REPO,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                                env={**os.environ, **self.env})
+                                stdout=out, stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
+                                start_new_session=True, env={**os.environ, **self.env})
 
     def store(self):
         from evolve.lineage import LineageStore

@@ -29,27 +29,35 @@ CASES += [("postgres", "coupled", "verifier")] if "postgres" in BACKENDS else []
 
 
 @pytest.fixture
-def case_db(request, tmp_path, tiny_model_dir):
-    yield from make_loop_db(request.param, tmp_path)
+def case_dbs(request, tmp_path, tiny_model_dir):
+    """Two databases of one kind: the straight run and the interrupted one run at the same time,
+    each in its own database (two writers on one SQLite file can time out on a loaded machine)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a, b = make_loop_db(request.param, tmp_path / "a"), make_loop_db(request.param, tmp_path / "b")
+    yield next(a), next(b)
+    for gen in (a, b):
+        next(gen, None)
 
 
-@pytest.mark.parametrize("case_db, mode, reward", CASES, indirect=["case_db"])
-def test_resume_after_kill9_equals_straight_run(case_db, mode, reward):
-    loop_db = case_db
+@pytest.mark.parametrize("case_dbs, mode, reward", CASES, indirect=["case_dbs"])
+def test_resume_after_kill9_equals_straight_run(case_dbs, mode, reward, tmp_path):
+    straight_db, loop_db = case_dbs
     common = ["--config", CI_CONFIG, "--mode", mode, "--reward", reward]
-    straight = loop_db.popen("run", *common, "--name", "straight", "--generations", str(GENERATIONS))
+    log = tmp_path / "straight.log"
+    straight = straight_db.popen("run", *common, "--name", "straight", "--generations", str(GENERATIONS), log=log)
     try:  # the two runs share the machine's two cores
         kill9_when(loop_db, "cut", ["run", *common, "--name", "cut", "--generations", str(GENERATIONS)],
                    committed=2)
     finally:
-        assert straight.wait(timeout=600) == 0
+        assert straight.wait(timeout=600) == 0, log.read_text()[-2000:]
     assert loop_db.statuses("cut")[:2] == ["committed", "committed"]
     left = GENERATIONS + 1 - loop_db.statuses("cut").count("committed")
     assert left >= 1
     assert loop_db.evolve("check", "cut").returncode == 0  # what was committed before the kill is intact
     loop_db.evolve("resume", "cut", "--generations", str(left))  # discards the half-written generation
 
-    straight, resumed = fingerprints(loop_db, "straight"), fingerprints(loop_db, "cut")
+    straight, resumed = fingerprints(straight_db, "straight"), fingerprints(loop_db, "cut")
     assert [f["status"] for f in resumed] == ["committed"] * (GENERATIONS + 1)
     assert [f["index"] for f in resumed] == list(range(GENERATIONS + 1))
     for a, b in zip(straight, resumed, strict=True):
