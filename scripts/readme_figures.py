@@ -71,9 +71,12 @@ def fmt(key: str, value) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
     text = f"{value:,}" if isinstance(value, int) else f"{value:.4g}"
-    if key.endswith("_s") or "_s_" in key:
+    words = key.replace("@", "_").split("_")
+    if key.endswith("_per_s"):
+        return f"{text} /s"
+    if words[-1] == "s":
         return f"{text} s"
-    if "ratio" in key:
+    if "ratio" in words or "x" in words:
         return f"{text}×"
     return text
 
