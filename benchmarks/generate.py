@@ -92,7 +92,10 @@ def bench_generation(policy, msgs, g: int, reps: int) -> dict:
         same &= plain_ids == ours_ids
     ours_tps = statistics.median(t / s for t, s in zip(ours_tok, ours_s, strict=True))
     plain_tps = statistics.median(t / s for t, s in zip(plain_tok, plain_s, strict=True))
+    # Per-rep ratios too: the pair of runs in one rep shares the machine's load (others' jobs come and go).
+    paired = [(ot / os_) / (pt / ps) for ot, os_, pt, ps in zip(ours_tok, ours_s, plain_tok, plain_s, strict=True)]
     return {"ours_seconds": ours_s, "plain_seconds": plain_s, "ours_tokens": ours_tok, "plain_tokens": plain_tok,
+            "paired_ratios": paired,
             "ours_tokens_per_s": ours_tps, "plain_tokens_per_s": plain_tps, "same_tokens": same,
             "last_samples": samples}
 

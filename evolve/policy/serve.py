@@ -6,7 +6,7 @@ generation as it was evaluated. Requests are served one at a time (one model, on
 
 Safety: binding anything but a loopback address needs a token (``Authorization: Bearer TOKEN``);
 with a token set, every request must carry it (compared in constant time). Request bodies are
-capped, and so are ``n`` and ``max_tokens``.
+capped, and so is ``n``; ``max_tokens`` is clamped to ``--max-tokens``.
 """
 
 from __future__ import annotations
@@ -74,8 +74,11 @@ class ChatService:
 
         messages = apply_system(self.system_text, body.get("messages"))
         n = _int(body.get("n", 1), "n", 1, MAX_N)
-        max_tokens = _int(body.get("max_tokens") or body.get("max_completion_tokens") or self.max_tokens,
-                          "max_tokens", 1, self.max_tokens)
+        # Requests above the server's cap are served up to the cap (finish_reason "length" says so), as a
+        # client such as the litellm reflector asks for 2048 tokens by default.
+        asked = _int(body.get("max_tokens") or body.get("max_completion_tokens") or self.max_tokens,
+                     "max_tokens", 1, 1 << 20)
+        max_tokens = min(asked, self.max_tokens)
         base = self.policy.spec.sampling
         temperature = _float(body.get("temperature", base.temperature), "temperature", 0.0, 5.0)
         top_p = _float(body.get("top_p", base.top_p), "top_p", 1e-6, 1.0)

@@ -80,6 +80,8 @@ def test_chat_completion_from_the_real_model(server):
     again = _post(url + "/chat/completions", {"model": "smol-test", "max_tokens": 24, "n": 2, "seed": 3,
                                               "messages": [{"role": "user", "content": "Write def f(xs): sum of xs."}]})
     assert [c["message"] for c in again["choices"]] == [c["message"] for c in out["choices"]]  # seeded
+    big = _post(url + "/chat/completions", {"max_tokens": 100_000, "messages": [{"role": "user", "content": "Hi"}]})
+    assert big["usage"]["completion_tokens"] <= 48  # clamped to the server's cap, not refused
 
 
 def test_litellm_reflector_against_the_served_model(server, monkeypatch):

@@ -1,0 +1,68 @@
+"""Figures of a coupled run on SmolLM2 (configs/smollm2.toml), read from its lineage DB into a results file.
+
+    .venv/bin/evolve run --config configs/smollm2.toml --name smol-coupled --db sqlite:///runs/smol/lineage.db
+    .venv/bin/python benchmarks/smollm2_run.py --db sqlite:///runs/smol/lineage.db --run smol-coupled
+
+Records per committed generation: held-out pass@k (8 tasks x 8 samples, every generation), train reward,
+proposals made/accepted, the update's statistics, the per-class attribution; the lessons of the newest
+prompt; the wall time. The gain is the newest committed generation's held-out pass@1 minus generation 0's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).parent))
+from results_io import print_figures, write_results  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--db", required=True)
+    ap.add_argument("--run", default="smol-coupled")
+    args = ap.parse_args()
+    from evolve.lineage import LineageStore
+
+    store = LineageStore.open(args.db, create=False, auto_upgrade=False)
+    gens = [g for g in store.lineage(args.run) if g["status"] == "committed"]
+    if not gens:
+        raise SystemExit(f"run {args.run} has no committed generation")
+    rows = []
+    for g in gens:
+        m = g["metrics"] or {}
+        gen = store.get_generation(g["id"])
+        rows.append({"generation": g["index"], "heldout": m.get("heldout"), "train_reward": m.get("train_reward"),
+                     "proposals": m.get("proposals"), "accepted": m.get("accepted"),
+                     "prompt_changed": m.get("prompt_changed"), "attribution": m.get("attribution"),
+                     "update": m.get("update"), "prompt_version": g["prompt_version"],
+                     "seconds": (gen.timings or {}).get("total") or (gen.timings or {}).get("heldout")})
+    last = store.get_prompt_version(gens[-1]["prompt_version"]).components
+    config = store.get_run(args.run).config
+    first, newest = rows[0]["heldout"], rows[-1]["heldout"]
+    ks = [k for k in ("pass@1", "pass@4", "pass@8") if k in first]
+    figures = {"generations_committed": len(rows) - 1, "heldout_tasks": first.get("tasks"),
+               "heldout_samples": first.get("samples")}
+    for k in ks:
+        figures[f"base_{k}"] = round(first[k], 4)
+        figures[f"last_{k}"] = round(newest[k], 4)
+    figures["gain_pass@1"] = round(newest["pass@1"] - first["pass@1"], 4)
+    figures["accepted_proposals"] = sum(r["accepted"] or 0 for r in rows[1:])
+    figures["wall_s"] = round(sum(r["seconds"] or 0 for r in rows), 1)
+    results = {"run": args.run, "generations": rows, "last_prompt": dict(last),
+               "kept_lessons": [x for x in (last.get("lessons") or "").splitlines() if x.strip()],
+               "loop_config": config["loop"], "policy_model": config["policy_spec"]["model"]}
+    for r in rows:
+        h = r["heldout"] or {}
+        print(f"gen {r['generation']}: held-out " + " ".join(f"{k} {h.get(k, 0):.3f}" for k in ks)
+              + f" | train reward {r['train_reward']} | accepted {r['accepted']}/{r['proposals']}")
+    print(f"kept lessons: {results['kept_lessons'] or 'none'}")
+    write_results("smollm2_run", args=vars(args), results=results, figures=figures)
+    print_figures(figures)
+
+
+if __name__ == "__main__":
+    main()
