@@ -184,6 +184,9 @@ def summarize(runs: list[dict], headline: str = "coupled") -> tuple[dict, dict]:
             mean, lo, hi = bootstrap_diff(finals_task[a], finals_task[best])
             table[f"{a}_minus_best_single"] = {"best_single": best, "mean": mean, "ci95": [lo, hi],
                                                "seeds_paired": sorted(set(finals_task[a]) & set(finals_task[best]))}
+        for a in coupled_arms:
+            if a != headline:
+                figures[f"{a.replace('-', '_')}_minus_best_single"] = round(100 * table[f"{a}_minus_best_single"]["mean"], 2)
         if headline in table:
             row = table[f"{headline}_minus_best_single"]
             figures["coupled_arm"] = headline
