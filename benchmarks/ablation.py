@@ -205,6 +205,12 @@ def summarize(runs: list[dict], headline: str = "coupled") -> tuple[dict, dict]:
         for a, rs in by_arm.items():
             got = [rollouts_to_reach(r["generations"], target) for r in rs.values()]
             table[a]["rollouts_to_weights_final"] = got
+        for a in coupled_arms:
+            if a != headline:
+                got = table[a]["rollouts_to_weights_final"]
+                ok = [g for g in got if g is not None]
+                figures[f"{a.replace('-', '_')}_rollouts_to_match_weights_ratio"] = (
+                    round(float(np.mean(ok)) / budget, 3) if ok and len(ok) == len(got) else "never")
         got = table.get(headline, {}).get("rollouts_to_weights_final") or []
         reached = [g for g in got if g is not None]
         ratio = (float(np.mean(reached)) / budget) if reached and len(reached) == len(got) else None
