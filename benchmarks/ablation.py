@@ -149,7 +149,7 @@ def rollouts_to_reach(gens: list[dict], target: float) -> int | None:
     return None
 
 
-def summarize(runs: list[dict]) -> tuple[dict, dict]:
+def summarize(runs: list[dict], headline: str = "coupled") -> tuple[dict, dict]:
     arms = sorted({r["arm"] for r in runs}, key=list(ARMS).index)
     by_arm = {a: {r["seed"]: r for r in runs if r["arm"] == a} for a in arms}
     table, finals_task = {}, {}
@@ -177,14 +177,23 @@ def summarize(runs: list[dict]) -> tuple[dict, dict]:
     for a in arms:
         figures[f"{a.replace('-', '_')}_pass_at_1"] = round(table[a]["final_pass@1_mean"], 4)
     singles = [a for a in SINGLES if a in table]
-    if "coupled" in table and len(singles) == 2:
+    coupled_arms = [a for a in ("coupled", "coupled-task", "coupled-distill", "coupled-gate") if a in table]
+    if len(singles) == 2:
         best = max(singles, key=lambda a: table[a]["final_pass@1_mean"])
-        mean, lo, hi = bootstrap_diff(finals_task["coupled"], finals_task[best])
-        table["coupled_minus_best_single"] = {"best_single": best, "mean": mean, "ci95": [lo, hi],
-                                              "seeds_paired": sorted(set(finals_task["coupled"]) & set(finals_task[best]))}
-        figures["coupled_minus_best_single"] = round(100 * mean, 2)
-        figures["coupled_minus_best_single_ci95_low"] = round(100 * lo, 2)
-        figures["coupled_minus_best_single_ci95_high"] = round(100 * hi, 2)
+        for a in coupled_arms:  # every coupled variant against the best single lever, paired by seed and task
+            mean, lo, hi = bootstrap_diff(finals_task[a], finals_task[best])
+            table[f"{a}_minus_best_single"] = {"best_single": best, "mean": mean, "ci95": [lo, hi],
+                                               "seeds_paired": sorted(set(finals_task[a]) & set(finals_task[best]))}
+        for a in coupled_arms:
+            if a != headline:
+                figures[f"{a.replace('-', '_')}_minus_best_single"] = round(100 * table[f"{a}_minus_best_single"]["mean"], 2)
+        if headline in table:
+            row = table[f"{headline}_minus_best_single"]
+            figures["coupled_arm"] = headline
+            figures["coupled_minus_best_single"] = round(100 * row["mean"], 2)
+            figures["coupled_minus_best_single_ci95_low"] = round(100 * row["ci95"][0], 2)
+            figures["coupled_minus_best_single_ci95_high"] = round(100 * row["ci95"][1], 2)
+            figures["seeds_paired"] = len(row["seeds_paired"])
     if "coupled-gate" in table and "coupled" in table:
         mean, lo, hi = bootstrap_diff(finals_task["coupled"], finals_task["coupled-gate"])
         table["in_group_minus_gate"] = {"mean": mean, "ci95": [lo, hi]}
@@ -196,11 +205,17 @@ def summarize(runs: list[dict]) -> tuple[dict, dict]:
         for a, rs in by_arm.items():
             got = [rollouts_to_reach(r["generations"], target) for r in rs.values()]
             table[a]["rollouts_to_weights_final"] = got
-        got = table.get("coupled", {}).get("rollouts_to_weights_final") or []
+        for a in coupled_arms:
+            if a != headline:
+                got = table[a]["rollouts_to_weights_final"]
+                ok = [g for g in got if g is not None]
+                figures[f"{a.replace('-', '_')}_rollouts_to_match_weights_ratio"] = (
+                    round(float(np.mean(ok)) / budget, 3) if ok and len(ok) == len(got) else "never")
+        got = table.get(headline, {}).get("rollouts_to_weights_final") or []
         reached = [g for g in got if g is not None]
         ratio = (float(np.mean(reached)) / budget) if reached and len(reached) == len(got) else None
         table["rollouts_to_match_weights"] = {"target_subset_pass@1": target, "weights_budget": budget,
-                                              "coupled": got, "ratio": ratio}
+                                              "arm": headline, "reached_at": got, "ratio": ratio}
         figures["rollouts_to_match_weights_ratio"] = round(ratio, 3) if ratio is not None else "never"
     return table, figures
 
@@ -215,6 +230,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(REPO / "runs" / "ablation"))
     ap.add_argument("--plan", default=None, help="explicit run order SEED:ARM,... (instead of seeds x arms)")
     ap.add_argument("--summarize-only", action="store_true")
+    ap.add_argument("--headline-arm", default="coupled", help="the coupled arm of the headline figures")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -230,7 +246,7 @@ def main() -> None:
             futures = [pool.submit(run_one, out, configs[a], a, s) for s, a in plan]
             [f.result() for f in futures]
         runs = [json.loads(p.read_text()) for p in sorted(out.glob("*-s*.json"))]  # with earlier runs
-    table, figures = summarize(runs)
+    table, figures = summarize(runs, args.headline_arm)
     print()
     for a, row in table.items():
         if "final_pass@1_mean" in row:

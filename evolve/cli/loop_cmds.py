@@ -57,6 +57,25 @@ def challenger_text(m: dict) -> str:
     return f"challengers: {head} (pool {len(m.get('pool') or [])}, +{joined} new)"
 
 
+def gate_text(m: dict) -> str:
+    """selection = "gate": each proposal with the line it adds, minibatch means parent -> proposal,
+    validation means when it passed the minibatch, and the decision."""
+    items = []
+    for g in m.get("gate") or []:
+        added = f" +'{g['added'][:40]}'" if g.get("added") else f" {g['kind']}"
+        mb = g["minibatch"]
+        text = f"{g['id'][:8]}{added}"
+        if g.get("skipped"):
+            text += f" skipped ({g['skipped']})"
+        elif mb[0] is not None:
+            text += f" mb {mb[0]:.2f}->{mb[1]:.2f}"
+            if g["val"][1] is not None:
+                text += f" val {g['val'][0]:.2f}->{g['val'][1]:.2f}"
+            text += " accepted" if g["accepted"] else " rejected"
+        items.append(text)
+    return ("; proposals: " + "; ".join(items)) if items else ""
+
+
 def status_line(index: int, m: dict, prompt, previous: float | None) -> str:
     held = m["heldout"]["pass@1"]
     delta = f" ({held - previous:+.3f})" if previous is not None else ""
@@ -73,7 +92,7 @@ def status_line(index: int, m: dict, prompt, previous: float | None) -> str:
                      f"all-fail tasks {m.get('all_fail_task_fraction', 0):.2f}; {challenger_text(m)}")
     elif levers.get("prompt", True):
         parts.append(f"prompt {'changed' if m.get('prompt_changed') else 'kept'} ({m.get('accepted', 0)}/"
-                     f"{m.get('proposals', 0)} passed the minibatch gate)")
+                     f"{m.get('proposals', 0)} passed the minibatch gate){gate_text(m)}")
     else:
         parts.append("prompt frozen")
     if not levers.get("weights", True):

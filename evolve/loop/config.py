@@ -32,11 +32,12 @@ class LoopConfig:
     prompt selection alike; a challenger and its incumbent get independent draws, so noise can promote
     one, at the rule's error rate in_group and about half the time at the gate). Held-out evaluation
     and the reflection traces always use the verifier."""
-    selection: str = "in_group"
+    selection: str = "gate"
     """How prompt candidates are evaluated. "in_group" (Fast-Slow Training / E-SPL): each task's
     group of G samples is shared by the incumbent and up to ``challengers`` challengers, every
     rollout trains the weights and scores the prompts, and evidence accumulates across generations
-    (``promote_alpha``). "gate": GEPA's separate minibatch then validation rollouts (the old path)."""
+    (``promote_alpha``). "gate": GEPA's separate minibatch then validation rollouts, inside the
+    rollout budget. Default "gate": it measured better in benchmarks/results/ablation.json."""
     challengers: int = 1
     """in_group: challengers sampled next to the incumbent in every task's group (K - 1)."""
     challenger_samples: int | None = None
@@ -44,10 +45,10 @@ class LoopConfig:
     which must be at least half of G. None = half of G shared by the challengers."""
     challenger_pool: int = 4
     """in_group: most challengers waiting or being measured at once; reflection fills free places."""
-    baseline: str = "per_prompt"
+    baseline: str = "task"
     """in_group advantage baseline: "per_prompt" (one per task and prompt, E-SPL "normal") or "task"
     (one per task across prompts, E-SPL "marginalize": samples under a better prompt get a positive
-    advantage)."""
+    advantage). Default "task": it measured better (benchmarks/results/ablation.json)."""
     promote_alpha: float = 0.05
     """in_group: a challenger no better than the incumbent + ``promote_margin`` is promoted with
     probability at most this, over any number of generations (an anytime-valid betting test, see

@@ -101,6 +101,7 @@ def run_generation(ctx: LoopContext, state: LoopState, index: int, seeds: Genera
         run_in_group(ctx, state, index, seeds, tasks, group_size, out, timer, progress, _tick)
     else:
         _run_gate(ctx, state, seeds, tasks, group_size, out, timer, progress)
+        out.metrics["gate"] = [_gate_record(ctx, p) for p in out.proposals]
 
     _tick(progress, "heldout")
     with timer.phase("heldout"):  # 8. held-out evaluation (and the split between the levers)
@@ -264,6 +265,21 @@ def _gate_one(ctx, proposal, parent: _Parent, mb_tasks, on_policy, evaluate, see
         parent.bar = val_mean
     on_policy[proposal.candidate.id] = rolls + cand_val
     record.update(accepted=True, val=task_scores(cand_val), parent_val=task_scores(parent.val))
+
+
+def _gate_record(ctx, p: dict) -> dict:
+    """One proposal's gate evidence for the status line and the lineage: minibatch means (parent,
+    proposal), validation means when it got that far, the decision."""
+    prop = p["proposal"]
+    added = ctx.evolver._added_lessons(prop) if prop.kind != "merge" and prop.parents else []
+
+    def avg(d):
+        return round(float(np.mean(list(d.values()))), 3) if d else None
+
+    return {"id": prop.candidate.id, "kind": prop.kind, "added": " / ".join(added)[:120],
+            "minibatch": [avg(p.get("parent_minibatch")), avg(p.get("minibatch"))],
+            "val": [avg(p.get("parent_val")), avg(p.get("val"))], "accepted": p["accepted"],
+            "skipped": (p.get("meta") or {}).get("skipped")}
 
 
 def _evaluate_heldout(ctx, old_prompt: Candidate, seeds, parent_heldout, out: Outcome) -> None:

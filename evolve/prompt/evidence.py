@@ -20,6 +20,9 @@ adapts to the variance through the bet size, unlike a Hoeffding bound at the ran
 mixture (instead of a predictable plug-in bet) costs about ln(len(LAMBDAS)) nats of evidence
 but wastes no generation on estimating the variance first.
 
+The rate is per challenger: with many challengers that change nothing, about ``alpha`` of them
+(at most) get promoted in expectation; the pool cap and the evidence cap bound how many are tried.
+
 Assumption, written down: given the past, a task's difference has mean <= margin under H0.
 Tasks are drawn by the loop's sampler independently of the prompts, and both prompts are
 sampled on the same weights, so a line that changes nothing has E[d | past] = 0 exactly.

@@ -62,7 +62,7 @@ def run(session, generations: int):
 
 def test_in_group_split_routing_enforced_and_random_control_scores(tiny_model_dir, tmp_path):
     """Random rewards give mixed, all-fail and all-pass groups even on the CI model."""
-    session, calls = start(tmp_path, reward="random", challenger_samples=2, challenger_pool=1,
+    session, calls = start(tmp_path, reward="random", selection="in_group", challenger_samples=2, challenger_pool=1,
                            distill="seed", baseline="per_prompt")
     ch = seed_challenger(session, DISTRACTORS[0])
     try:
@@ -163,7 +163,7 @@ def test_distractor_line_is_not_promoted_in_the_real_loop(tmp_path):
     """The default model on the hard tier, prompt lever only, a challenger adding a line the teacher
     ignores; the pool holds only it (cap 1), so nothing else competes. Promotion would be a false
     positive (rate <= alpha = 0.05 by the rule; the synthetic test measures the rate)."""
-    session, _ = start(tmp_path, config=REPO / "configs" / "default.toml", mode="prompt",
+    session, _ = start(tmp_path, config=REPO / "configs" / "default.toml", mode="prompt", selection="in_group",
                        suite="tiny-coder-hard", challenger_pool=1, tasks_per_generation=8, heldout_tasks=2,
                        heldout_samples=1, heldout_ks=(1,), attribution=False)
     ch = seed_challenger(session, DISTRACTORS[2])  # "Think step by step." (the old gate accepted it)
@@ -175,3 +175,24 @@ def test_distractor_line_is_not_promoted_in_the_real_loop(tmp_path):
     assert recs and all(r["id"] == ch.id and r["decision"] != "promoted" for r in recs)
     assert recs[-1]["n"] == 8 * len(recs)  # evidence accumulated across generations
     assert session.ctx.evolver.current().id == session.ctx.evolver.seed.id
+
+
+def test_status_line_shows_each_candidate_and_its_evidence():
+    from evolve.cli.loop_cmds import status_line
+
+    base = {"heldout": {"pass@1": 0.5}, "levers": {"weights": True, "prompt": True}, "timings": {"total": 1.0}}
+    ig = {**base, "selection": "in_group", "all_fail_task_fraction": 0.25, "promoted": None, "accepted": 1,
+          "pool": [{"id": "a"}, {"id": "b"}],
+          "challengers": [{"id": "9c9659e6ff", "added": "Include the boundary value k.", "n": 48,
+                           "mean_diff": 0.08, "lower": -0.04, "upper": 0.16, "decision": "active"}]}
+    line = status_line(3, ig, None, 0.4)
+    assert "9c9659e6 +'Include the boundary value k.' n=48 Δ=+0.080 [-0.04,+0.16] active" in line
+    assert "all-fail tasks 0.25" in line and "pool 2, +1 new" in line
+    gate = {**base, "selection": "gate", "accepted": 1, "proposals": 2,
+            "gate": [{"id": "abcdef12", "kind": "add-lesson", "added": "Use // for integer division.",
+                      "minibatch": [0.25, 0.5], "val": [0.4, 0.45], "accepted": True, "skipped": None},
+                     {"id": "12345678", "kind": "merge", "added": "", "minibatch": [None, None],
+                      "val": [None, None], "accepted": False, "skipped": "budget"}]}
+    line = status_line(3, gate, None, 0.4)
+    assert "abcdef12 +'Use // for integer division.' mb 0.25->0.50 val 0.40->0.45 accepted" in line
+    assert "12345678 merge skipped (budget)" in line
