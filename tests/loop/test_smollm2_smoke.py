@@ -38,6 +38,9 @@ minibatch_samples = 2
 val_tasks = 1
 val_samples = 2
 verifier_jobs = 1
+# NGRPO is what gives a 135M model's all-fail groups a signal; routing sends them to the weights only
+# when asked (the default is reflection only).
+all_fail_groups = "both"
 """
 
 
