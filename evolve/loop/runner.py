@@ -52,7 +52,7 @@ def load_seed_prompt(path: str) -> dict[str, str]:
 
 
 def load_suite(cfg: LoopConfig):
-    """(train, held-out, validation) task lists of the configured suite."""
+    """(train, held-out subset, validation, all held-out) task lists of the configured suite."""
     if cfg.suite.endswith("-chat"):
         from evolve.gym.chat import load_chat_suite
 

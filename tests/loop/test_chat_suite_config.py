@@ -14,7 +14,7 @@ def test_humaneval_chat_split_is_recorded_and_used():
     cfg = LoopConfig(suite="humaneval-chat", split_seed=3, heldout_fraction=0.25, heldout_tasks=500, val_tasks=4)
     rec = suite_record(cfg)["suite_split"]
     assert rec["split_seed"] == 3 and rec["heldout"] == humaneval_split(3, 0.25)[1] and len(rec["heldout"]) == 41
-    train, heldout, val = load_suite(cfg)
+    train, heldout, val, _all_heldout = load_suite(cfg)
     assert sorted(t.task_id for t in heldout) == sorted(rec["heldout"])
     assert not {t.task_id for t in train} & set(rec["heldout"]) and len(train) == 123
     assert all(t.meta["reply_format"] == "chat" and t.entry_point in t.meta["chat_user"] for t in train + heldout)
@@ -25,7 +25,7 @@ def test_humaneval_chat_split_is_recorded_and_used():
 def test_smollm2_config_loads_and_bad_fraction_is_one_line():
     cfg = LoopConfig.from_toml("configs/smollm2.toml")
     assert cfg.suite == "tiny-coder-chat" and cfg.lessons_dir == "prompts/lessons/chat"
-    train, heldout, _ = load_suite(cfg)
+    train, heldout, _val, _all_heldout = load_suite(cfg)
     assert len(heldout) == cfg.heldout_tasks and "Signature:" in heldout[0].meta["chat_user"]
     with pytest.raises(ConfigError, match="heldout_fraction"):
         LoopConfig.from_dict({"heldout_fraction": 1.5})
