@@ -132,6 +132,6 @@ def test_config_keeps_half_the_group_for_the_incumbent():
     from evolve.errors import ConfigError
     from evolve.loop.config import LoopConfig
 
-    LoopConfig(samples_per_task=8, challengers=1, challenger_samples=4).validate()
+    LoopConfig(selection="in_group", samples_per_task=8, challengers=1, challenger_samples=4).validate()
     with pytest.raises(ConfigError, match="at least half"):
-        LoopConfig(samples_per_task=8, challengers=2, challenger_samples=3).validate()
+        LoopConfig(selection="in_group", samples_per_task=8, challengers=2, challenger_samples=3).validate()
