@@ -83,7 +83,8 @@ def test_gepa_selects_by_our_verified_scores_and_proposes_through_our_reflector(
             assert recomputed, i
         best_i = max(range(len(result.candidates)), key=lambda i: result.val_aggregate_scores[i])
         assert best.components == dict(result.candidates[best_i])
-        assert result.val_aggregate_scores[best_i] > result.val_aggregate_scores[0]
+        # gepa keeps the seed when no proposal beats it on validation (seen once in CI: a tie at 0.649)
+        assert result.val_aggregate_scores[best_i] >= result.val_aggregate_scores[0]
         val_rewards = {}
         for r in sink:
             if r.prompt_version == best.id and r.task_id in {t.task_id for t in valset}:

@@ -77,6 +77,9 @@ class _Proc:
     def __init__(self, popen, ctl_w, ctl_r, slots):
         self.popen, self.ctl_w, self.ctl_r, self.slots = popen, ctl_w, ctl_r, slots
         self.buf = b""
+        # Slots whose job was killed for a cap: a write of the dying job can still land in the slot's pipes
+        # after the last drain, and would then be read as the next job's output. Never reused.
+        self.retired: set[int] = set()
         self.hello: dict = {}
 
     def lines(self, timeout: float) -> list[dict] | None:
@@ -315,8 +318,9 @@ class ForkServer:
             self._proc = None
 
     def _run_once(self, jobs: list[dict]) -> list[dict | None]:
-        if self._proc is not None and self._proc.popen.poll() is not None:
-            self.restarts += 1  # it died between batches
+        if self._proc is not None and (self._proc.popen.poll() is not None or
+                                       len(self._proc.retired) == len(self._proc.slots)):
+            self.restarts += 1  # it died between batches, or every slot was retired
             self._proc.kill()
             self._proc = None
         self.ready()
@@ -330,7 +334,7 @@ class _Batch:
         self.owner, self.proc, self.jobs, self.cfg = owner, proc, jobs, owner.config
         self.replies: list[dict | None] = [None] * len(jobs)
         self.pending = deque(range(len(jobs)))
-        self.free = deque(range(len(proc.slots)))
+        self.free = deque(k for k in range(len(proc.slots)) if k not in proc.retired)
         self.running: dict[int, _Job] = {}
         self.dead = False
 
@@ -351,6 +355,9 @@ class _Batch:
             self.dead = True
 
     def _dispatch(self) -> None:
+        if self.pending and not self.free and not self.running:
+            self.dead = True  # every slot retired: a fresh server (fresh pipes) runs the rest
+            return
         while self.pending and self.free and not self.dead and \
                 sum(not r.ended for r in self.running.values()) < self.cfg.jobs:
             k, i = self.free.popleft(), self.pending.popleft()
@@ -432,7 +439,10 @@ class _Batch:
             return  # a prepared child that died before it had a job: the slot stays usable
         self._drain(k)
         del self.running[k]
-        self.free.append(k)
+        if any(f in ("ResultLimit", "OutputLimit") for f in run.flags):
+            self.proc.retired.add(k)
+        else:
+            self.free.append(k)
         lines, forged = [], 0
         prefix = run.nonce + " "
         for raw in bytes(run.res).decode("utf-8", "replace").split("\n"):
