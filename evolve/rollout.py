@@ -14,6 +14,22 @@ PURPOSES = ("train", "candidate", "heldout")
 
 
 @dataclass
+class Turn:
+    """One message of a multi-turn episode after the first messages (empty list = single-turn).
+
+    Policy turns have role "assistant" and a ``token_span`` into ``Rollout.completion_ids``;
+    environment turns (role "user" or "tool") are masked out of the loss.
+    """
+
+    role: str
+    content: str
+    reward: float | None = None  # dense reward the environment measured after this policy turn
+    observation_hash: str | None = None  # hash of the state the policy acted on (GiGPO anchor)
+    token_span: tuple[int, int] | None = None  # [start, end) in completion_ids, policy turns only
+    advantage: float | None = None  # per-turn advantage (GiGPO); None = the rollout's advantage
+
+
+@dataclass
 class Rollout:
     task_id: str
     group: int  # index of the task's group within the batch (G samples share it)
@@ -31,6 +47,9 @@ class Rollout:
     completion_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)  # per completion token, behaviour policy
     truncated: bool = False  # hit max_new_tokens without EOS
+    turns: list[Turn] = field(default_factory=list)  # the whole transcript after messages; [] = one turn
+    completion_mask: list[int] = field(default_factory=list)  # 1 = policy token (trained); [] = all 1
+    guidance: list[str] = field(default_factory=list)  # guidance sources of a guided retry; [] = none
 
     @property
     def passed(self) -> bool:
