@@ -135,8 +135,7 @@ def register(app: typer.Typer) -> None:
         reflection_api_base: str = typer.Option(None, "--reflection-api-base", help="OpenAI-compatible URL"),
         seed: int = typer.Option(None, "--seed"),
         policy: str = typer.Option(None, "--policy", help="Policy spec TOML (default policies/tiny-coder.toml)."),
-        suite: str = typer.Option(None, "--suite", help="Environment: a name (e.g. tiny-coder-repair), a .py file "
-                                                        "or a dotted module (see evolve/env)."),
+        suite: str = typer.Option(None, "--suite", help="Environment: a name, a .py file or a module (evolve/env)."),
         max_turns: int = typer.Option(None, "--max-turns", help="Most policy turns of a self-repair episode."),
         allow_weak_sandbox: bool = typer.Option(False, "--allow-weak-sandbox",
                                                 help="Run even where the verifier cannot have its full isolation "

@@ -322,7 +322,7 @@ def rollouts_page(store, gid: int, filters: dict[str, Any], offset: int = 0, lim
         cond.append(r.c.prompt_version == filters["pv"])
     cols = (r.c.id, r.c.task_id, r.c.group.label("group"), r.c.sample_index, r.c.purpose, r.c.prompt_version, r.c.reward,
             r.c.advantage, r.c.passed, r.c.error_class, r.c.completion, r.c.trace, r.c.stages, r.c.hack_flags,
-            r.c.truncated)
+            r.c.truncated, r.c.turns)
     with store.engine.connect() as conn:
         total = conn.scalar(select(func.count()).select_from(r).where(*cond))
         rows = conn.execute(select(*cols).where(*cond).order_by(r.c.id).offset(offset).limit(limit)).all()

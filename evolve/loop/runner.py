@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,17 +28,24 @@ from evolve.loop.state import LoopState, SamplerState, read_state_folder, store_
 from evolve.prompt.candidate import Candidate
 from evolve.util.repro import seed_everything
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from evolve.lineage import LineageStore
+    from evolve.policy import PolicySpec
+    from evolve.prompt.recorder import LMRecorder
+
 
 @dataclass
 class Session:
     """A process's live objects for one run: store, context and the recorder."""
 
-    store: object
+    store: LineageStore
     run: str
     ctx: LoopContext
-    spec: object
-    recorder: object
-    say: object  # callable(str) for status lines
+    spec: PolicySpec
+    recorder: LMRecorder  # a BufferRecorder in a live session (commit flushes it); replay's never commits
+    say: Callable[[str], None]  # status lines
 
     def close(self) -> None:
         self.ctx.verifier.close()

@@ -89,3 +89,9 @@ def test_old_suite_keys_give_one_line(tmp_path):
     assert "'generator' is not read" in str(e.value) and "\n" not in str(e.value)
     old.write_text('[suite]\nname = "tiny-coder"\nseed = 0\n[generator]\nvisible = 2\n')
     assert load_gym("heldout", suite=old, n=2)
+
+
+def test_the_docs_page_shows_the_example_as_it_is():
+    page = (REPO / "docs" / "environments.md").read_text()
+    block = page.split("```python\n", 1)[1].split("```", 1)[0]
+    assert block == EXAMPLE.read_text()

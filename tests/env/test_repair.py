@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from evolve.env import load_environment
-from evolve.env.episode import run_episodes
+from evolve.env.episode import observation_hash, run_episodes
 from evolve.prompt.candidate import Candidate
 from evolve.verification import Verifier
 from evolve.verification.rewrite import rewrite_check
@@ -113,8 +113,11 @@ def test_turn_rewards_and_final_reward_from_hidden_tests():
             assert [t.role for t in r.turns] == ["assistant", "user", "assistant"]
             assert [t.reward for t in r.turns if t.role == "assistant"] == [0.0, 1.0]
             assert r.passed and r.reward == 1.0 and r.completion == r.turns[-1].content
-            assert r.turns[0].observation_hash == g[0].turns[0].observation_hash  # one anchor state per task
-            assert r.turns[2].observation_hash != r.turns[0].observation_hash
+            # GiGPO's anchor states: the hash of exactly what the policy saw before acting; the group's
+            # samples wrote the same first reply and got the same answer, so they share turn 2's state too
+            seen = r.messages + [{"role": t.role, "content": t.content} for t in r.turns[:2]]
+            assert r.turns[0].observation_hash == observation_hash(r.messages) == g[0].turns[0].observation_hash
+            assert r.turns[2].observation_hash == observation_hash(seen) == g[0].turns[2].observation_hash
 
 
 def test_single_turn_environment_keeps_the_old_rollout_shape():

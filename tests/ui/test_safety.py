@@ -45,6 +45,7 @@ def test_every_page_escapes_hostile_text(ui_server, ui_db):
         assert "script-src 'self'" in headers["content-security-policy"]
     status, _, body = get(ui_server, hostile_urls(ui_db)[2])
     assert "\\x00NUL\\x07BEL\\x1b[31mESC \\u202eRLO" in body.decode()
+    assert "episode (2 turns)" in body.decode() and "(visible tests 0.5" in body.decode()  # transcripts shown, escaped
 
 
 def test_read_only_and_host_check(ui_server):

@@ -33,7 +33,7 @@ def evolve(*args: str, db: Path, check: bool = True, timeout: int = 600) -> subp
 def add_hostile_run(db: Path) -> None:
     """A run whose every shown string is hostile, written through the real LineageStore API."""
     from evolve.lineage import LineageStore
-    from evolve.rollout import Rollout
+    from evolve.rollout import Rollout, Turn
     from evolve.verification.types import StageResult, VerifyResult
 
     with LineageStore.open(f"sqlite:///{db}") as store:
@@ -50,8 +50,9 @@ def add_hostile_run(db: Path) -> None:
                                                                "minibatch": {HOSTILE: 1.0}})
         res = VerifyResult("t", 0.0, False, [StageResult("hidden", 0.0, False, trace=HOSTILE, error_class=HOSTILE)],
                            trace=HOSTILE, error_class=HOSTILE)
-        store.add_rollouts(gid, [Rollout(HOSTILE, 0, i, pv, wv, [], HOSTILE, HOSTILE, result=res, reward=0.0)
-                                 for i in range(2)])
+        turns = [Turn(HOSTILE, HOSTILE, 0.5, HOSTILE), Turn("user", HOSTILE)]  # a multi-turn transcript
+        store.add_rollouts(gid, [Rollout(HOSTILE, 0, i, pv, wv, [], HOSTILE, HOSTILE, result=res, reward=0.0,
+                                         turns=turns) for i in range(2)])
         store.commit_generation(gid, pv, wv, metrics={"heldout": {"pass@1": 0.5, "failure_classes": {HOSTILE: 2}},
                                                       HOSTILE: 1.0, "routing": {"recurring_classes": [HOSTILE]}})
 

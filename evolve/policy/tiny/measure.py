@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 
-from evolve.env.render import render_messages
+from evolve.env import load_environment
+from evolve.env.episode import collect, verify
 from evolve.gym import load_gym
 from evolve.gym.notes import DISTRACTORS, NOTES, SEED_INSTRUCTION
 from evolve.policy.tiny.config import BootstrapConfig
 from evolve.util.passk import mean_pass_at_k
+from evolve.verification import Verifier
 from evolve.verification.types import Task
 
 
@@ -43,12 +46,23 @@ def sample_completions(model, tokenizer, prompts: list[str], n: int, cfg: Bootst
     return out
 
 
-def verify(pairs: list[tuple[Task, str]], jobs: int = 2) -> tuple[list[bool], str]:
-    """Pass/fail per (task, completion) through the sandboxed evolve.verification.Verifier."""
-    from evolve.verification import Verifier
+class BootstrapSampler:
+    """The bootstrap's own sampler (``sample_completions``) as an episode-path ``Generator``: the
+    bootstrap has a bare HF model, not a Policy, and its figures are pinned to this sampler."""
 
-    with Verifier(jobs=jobs) as v:
-        return [r.passed for r in v.verify_batch(pairs)], f"evolve.verification.Verifier ({v.isolation})"
+    def __init__(self, model, tokenizer, cfg: BootstrapConfig, on_batch: Callable[[int], None] | None = None):
+        self.model, self.tokenizer, self.cfg, self.on_batch = model, tokenizer, cfg, on_batch
+
+    def generate(self, prompts: list[list[dict]], n: int | None = None, seed: int = 0) -> list[list]:
+        texts = [self.tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in prompts]
+        comps = sample_completions(self.model, self.tokenizer, texts, n or 1, self.cfg, seed, self.on_batch)
+        return [[SimpleNamespace(text=c, prompt_text=p, prompt_ids=[], completion_ids=[], logprobs=[],
+                                 truncated=False) for c in cs] for p, cs in zip(texts, comps, strict=True)]
+
+
+class _Prompt:
+    def __init__(self, system: str) -> None:
+        self.components, self.id = {"system": system}, ""
 
 
 def conditions() -> dict[str, str]:
@@ -77,19 +91,21 @@ def measure(model, tokenizer, cfg: BootstrapConfig,
             on_progress(done[0], total)
 
     passed: dict[str, list[list[bool]]] = {}
-    verifier_name = ""
+    env = load_environment("tiny-coder")
+    sampler = BootstrapSampler(model, tokenizer, cfg, tick)
+    by_id = {t.task_id: t for t in tasks}
     gen_s = ver_s = 0.0
-    for ci, (name, system) in enumerate(conds.items()):
-        n = cfg.eval_samples if name == "base" else cfg.eval_line_samples
-        prompts = [tokenizer.apply_chat_template(render_messages({"system": system}, t),
-                                                 add_generation_prompt=True, tokenize=False) for t in tasks]
-        g0 = time.perf_counter()
-        comps = sample_completions(model, tokenizer, prompts, n, cfg, cfg.eval_seed + ci, tick)
-        g1 = time.perf_counter()
-        flat, verifier_name = verify([(t, c) for t, cs in zip(tasks, comps, strict=True) for c in cs])
-        ver_s += time.perf_counter() - g1
-        gen_s += g1 - g0
-        passed[name] = [flat[i * n:(i + 1) * n] for i in range(len(tasks))]
+    with Verifier(jobs=2) as v:  # the one episode path: collect -> verify -> per-task passes
+        verifier_name = f"evolve.verification.Verifier ({v.isolation})"
+        for ci, (name, system) in enumerate(conds.items()):
+            n = cfg.eval_samples if name == "base" else cfg.eval_line_samples
+            g0 = time.perf_counter()
+            rolls = collect(env, sampler, _Prompt(system), tasks, n, cfg.eval_seed + ci, "heldout", "")
+            g1 = time.perf_counter()
+            verify(v, by_id, rolls, None)
+            ver_s += time.perf_counter() - g1
+            gen_s += g1 - g0
+            passed[name] = [[r.passed for r in rolls[i * n:(i + 1) * n]] for i in range(len(tasks))]
     return summarize(tasks, passed, cfg) | {
         "verifier": verifier_name, "eval_tasks": len(tasks), "generate_s": round(gen_s, 2),
         "verify_s": round(ver_s, 2), "measure_s": round(time.perf_counter() - t0, 2),

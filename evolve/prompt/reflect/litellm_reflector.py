@@ -39,10 +39,17 @@ Reply with only a JSON object: {{"new_instruction": "<the new text>"}}"""
 _FENCE = re.compile(r"```(?:json|text|markdown)?\s*\n?(.*?)```", re.S)
 
 
+def _episode(record: dict) -> str:
+    """A multi-turn record's whole episode (the repair turns); nothing for single-turn records."""
+    if "transcript" not in record:
+        return ""
+    return f"\nEpisode ({record['turns']} policy turns, the environment's answers between them):\n{record['transcript']}"
+
+
 def build_messages(component: str, current: str, dataset: ReflectiveDataset) -> list[dict]:
     examples = "\n".join(
         f"### Example {i + 1} ({'passed' if r['passed'] else 'failed'})\nTask:\n{r['inputs']}\n"
-        f"Output:\n{r['output']}\nFeedback: {r['feedback']}" for i, r in enumerate(dataset.records))
+        f"Output:\n{r['output']}\nFeedback: {r['feedback']}" + _episode(r) for i, r in enumerate(dataset.records))
     groups = "\n".join(f"- {g['signature']}: {g['count']}" for g in dataset.groups) or "- none"
     shape = " One short rule per line." if component == "lessons" else ""
     text = PROMPT.format(component=component, current=current or "(empty)", examples=examples or "(none)", shape=shape,
