@@ -48,7 +48,7 @@ class LocalCluster:
         f = Path(state_dir, STATE_FILE)
         return cls(**json.loads(f.read_text())) if f.exists() else None
 
-    def stop(self, timeout: float = 20.0) -> None:
+    def stop(self, timeout: float = 8.0) -> None:
         """SIGTERM each node's process group, then SIGKILL what is left."""
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for pid in self.pids:
