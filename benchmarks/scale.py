@@ -84,6 +84,42 @@ def rollouts(args, reps: int) -> dict:
             "weight_sync_2_actors_s": sync, "parameters": sum(p.numel() for p in policy.model.parameters())}
 
 
+def lineage_cost(args) -> dict:
+    """Bytes and insert seconds per rollout row in a SQLite lineage: real samples of the CI model on gym
+    tasks, verified with full isolation (the on-disk size after VACUUM, indexes included)."""
+    import sqlite3
+
+    from evolve.gym import load_gym
+    from evolve.lineage import LineageStore
+    from evolve.loop.rollouts import roll_out, verify
+    from evolve.policy import PolicySpec, load_policy
+    from evolve.prompt.candidate import Candidate
+    from evolve.verification import Verifier
+
+    policy = load_policy(PolicySpec.from_toml(REPO / "policies" / "tiny-coder-ci-task.toml"))
+    tasks = load_gym("train", seed=2, n=args.prompts)
+    rolls = roll_out(policy, Candidate({"system": "Write f."}), tasks, args.samples, 0, "train", "w")
+    with Verifier(None, jobs=1) as v:
+        verify(v, {t.task_id: t for t in tasks}, rolls, None)
+    folder = Path(tempfile.mkdtemp(prefix="evolve-scale-db-"))
+    store = LineageStore.open(f"sqlite:///{folder / 'l.db'}")
+    store.create_run("r", {})
+    empty = (folder / "l.db").stat().st_size
+    gid = store.begin_generation("r", None, {})
+    t0 = time.perf_counter()
+    for _ in range(10):  # 10 copies: enough rows that page granularity does not dominate
+        store.add_rollouts(gid, rolls)
+    insert_s = time.perf_counter() - t0
+    store.close()
+    con = sqlite3.connect(folder / "l.db")
+    con.execute("VACUUM")
+    con.close()
+    n = 10 * len(rolls)
+    return {"rollouts": n, "bytes_per_rollout": ((folder / "l.db").stat().st_size - empty) / n,
+            "insert_ms_per_rollout": 1000 * insert_s / n,
+            "mean_completion_tokens": statistics.mean(len(r.completion_ids) for r in rolls)}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--pairs", type=int, default=240, help="verdicts per verification batch")
@@ -107,6 +143,7 @@ def main() -> None:
     finally:
         disconnect()
         cluster.stop()
+    db = lineage_cost(args)
     figures = {
         "verify_2_actors_vs_1": ver["per_s"]["2"] / ver["per_s"]["1"],
         "verify_1_actor_vs_in_process": ver["per_s"]["1"] / ver["per_s"]["local"],
@@ -115,9 +152,11 @@ def main() -> None:
         "rollout_1_actor_vs_in_process": rol["per_s"]["1"] / rol["per_s"]["local"],
         "rollout_2_actors_samples_per_s": rol["per_s"]["2"],
         "weight_sync_s": rol["weight_sync_2_actors_s"],
+        "lineage_bytes_per_rollout": db["bytes_per_rollout"],
+        "lineage_insert_ms_per_rollout": db["insert_ms_per_rollout"],
     }
     machine = machine_facts(loadavg_before=load_before, note="2 cores shared with other jobs; nodes num_cpus=1 each")
-    write_results("scale", args=vars(args), results={"verification": ver, "rollouts": rol}, figures=figures,
+    write_results("scale", args=vars(args), results={"verification": ver, "rollouts": rol, "lineage": db}, figures=figures,
                   machine=machine)
     print_figures(figures)
 
