@@ -51,6 +51,8 @@ def test_verifier_pool_equals_local_and_survives_a_killed_actor(ray_driver, batc
         import ray
 
         victim = ray.get(pool.pool.actors[1].ping.remote())
+        maps = open(f"/proc/{victim}/maps").read()
+        assert "libtorch" not in maps  # a verifier actor never loads torch (architecture rule)
         os.kill(victim, signal.SIGKILL)
         assert verdicts(pool.verify_batch(batch)) == expected
         assert pool.pool.replaced == 1
