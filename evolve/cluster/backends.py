@@ -41,7 +41,7 @@ class RayBackend:
         from evolve.cluster.runtime import connect, hosts, require_shared_lineage
 
         require_ray()
-        self.config, self.rollouts = config, None
+        self.config, self.rollouts, self.say = config, None, say
         connect(config.address)
         node_hosts = hosts()
         require_shared_lineage(store, node_hosts)
@@ -54,7 +54,9 @@ class RayBackend:
         from evolve.cluster.verify_pool import RayVerifierPool
 
         c = self.config
-        return RayVerifierPool(pipeline, c.verifier_actors, c.verifier_jobs, allow_weak, c.actor_cpus, c.max_retries)
+        pool = RayVerifierPool(pipeline, c.verifier_actors, c.verifier_jobs, allow_weak, c.actor_cpus, c.max_retries)
+        self.say(f"verification on {len(pool.pool.actors)} Ray actor(s)")
+        return pool
 
     def attach(self, policy) -> None:
         """Swap the policy's generation backend for rollout actors (the trainable model stays here)."""
@@ -67,6 +69,7 @@ class RayBackend:
                                           c.actor_cpus, c.max_retries)
         policy.backend.close()
         policy.backend = self.rollouts
+        self.say(f"rollouts on {len(self.rollouts.pool.actors)} Ray actor(s) (policy replicas)")
 
     def close(self) -> None:
         if self.rollouts is not None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -48,7 +49,7 @@ class LocalCluster:
         f = Path(state_dir, STATE_FILE)
         return cls(**json.loads(f.read_text())) if f.exists() else None
 
-    def stop(self, timeout: float = 8.0) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
         """SIGTERM each node's process group, then SIGKILL what is left."""
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for pid in self.pids:
@@ -62,6 +63,8 @@ class LocalCluster:
             if not any(_group_alive(p) for p in self.pids):
                 break
         Path(self.state_dir, STATE_FILE).unlink(missing_ok=True)
+        if self.temp_dir.startswith("/tmp/evray-"):  # Ray's session folder (sockets, logs) of this cluster only
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
 def _group_alive(pgid: int) -> bool:

@@ -67,7 +67,9 @@ def cluster_db(loop_helpers_path, tmp_path):
 
 
 def test_ray_run_equals_local(ray_cluster, cluster_db, local_run):
-    cluster_db.evolve("run", *ARGS, "--ray", ray_cluster.address, "--name", "ray")
+    proc = cluster_db.evolve("run", *ARGS, "--ray", ray_cluster.address, "--name", "ray")
+    said = " ".join(proc.stderr.split())  # the status lines (rich may wrap them)
+    assert "verification on 2 Ray actor(s)" in said and "rollouts on 2 Ray actor(s)" in said, said[-1000:]
     got = fingerprints(cluster_db, "ray")
     assert [f["index"] for f in got] == [0, 1, 2]
     assert got == local_run
