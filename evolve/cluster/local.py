@@ -145,19 +145,22 @@ def start(state_dir: str | Path, nodes: int = 2, cpus: int = 1, timeout: float =
 
 
 def _wait_nodes(address: str, count: int, timeout: float, procs: list, state: Path) -> None:
-    """Poll the GCS (with the ray CLI's own status query, in a subprocess) until ``count`` nodes are alive."""
+    """Wait for the newest node's "Ray runtime started." (its log, no polling of Ray itself), then ask the
+    GCS once, in a subprocess, that ``count`` nodes are alive."""
     deadline = time.monotonic() + timeout
-    probe = ("import sys, ray._private.state as s, ray\n"
-             "from ray._raylet import GcsClient\n"
-             f"c = GcsClient(address='{address}')\n"
-             "print(sum(1 for n in c.get_all_node_info(timeout=5).values() if n.state == 0))\n")
-    while time.monotonic() < deadline:
+    log = state / f"node{count - 1}.log"
+    while b"Ray runtime started." not in (log.read_bytes() if log.exists() else b""):
         if any(p.poll() is not None for p in procs):
-            logs = " ".join(str(p) for p in sorted(state.glob("node*.log")))
-            raise EvolveError(f"a Ray node exited while starting (see {logs})")
-        r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=ray_env(),
-                           timeout=60)
-        if r.returncode == 0 and r.stdout.strip().isdigit() and int(r.stdout.strip()) >= count:
+            raise EvolveError(f"a Ray node exited while starting (see {log})")
+        if time.monotonic() > deadline:
+            raise EvolveError(f"the local Ray cluster did not reach {count} node(s) in {timeout:.0f}s (see {log})")
+        time.sleep(0.3)
+    probe = ("from ray._raylet import GcsClient\n"
+             f"c = GcsClient(address='{address}')\n"
+             "print(sum(1 for n in c.get_all_node_info(timeout=10).values() if n.state == 0))\n")
+    while time.monotonic() < deadline:
+        r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=ray_env(), timeout=60)
+        if r.stdout.strip().isdigit() and int(r.stdout.strip()) >= count:
             return
         time.sleep(1.0)
     raise EvolveError(f"the local Ray cluster did not reach {count} node(s) in {timeout:.0f}s (logs in {state})")

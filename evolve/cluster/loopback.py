@@ -44,13 +44,14 @@ def pin_loopback() -> None:
 
 
 def node_addresses() -> list[str]:
-    """Every address the connected cluster lists: node manager, object manager, and node:<ip> resources."""
+    """Every address the connected cluster lists: each node's manager address and its node:<ip> resource."""
     import ray
 
     out = []
     for n in ray.nodes():
-        out += [n.get("NodeManagerAddress"), n.get("NodeManagerHostname") and None]
-        out += [k.split(":", 1)[1] for k in n.get("Resources", {}) if k.startswith("node:") and k != "node:__internal_head__"]
+        out.append(n.get("NodeManagerAddress"))
+        out += [k.split(":", 1)[1] for k in n.get("Resources", {})
+                if k.startswith("node:") and k != "node:__internal_head__"]
     return [a for a in out if a]
 
 
