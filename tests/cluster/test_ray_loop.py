@@ -17,12 +17,23 @@ import pytest
 from cluster_helpers import SLOW_ENV, actor_pids
 
 from evolve.errors import EvolveError
-from evolve.loop.fingerprint import generation_fingerprint
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "configs" / "ray-local.toml"
 ARGS = ["--config", str(CONFIG), "--reward", "random"]  # random reward: the weights move every generation
 slow = pytest.mark.skipif(os.environ.get(SLOW_ENV) != "1", reason=f"slow Ray fault test: set {SLOW_ENV}=1")
+
+
+def fingerprints(db, run: str) -> list[dict]:
+    from loop_helpers import fingerprints
+
+    return fingerprints(db, run)
+
+
+def wait_pending(db, run: str, committed: int, proc) -> None:
+    from loop_helpers import wait_pending
+
+    wait_pending(db, run, committed, proc)
 
 
 def _db(kind: str, folder: Path):
@@ -36,14 +47,6 @@ def _kind() -> str:
     from loop_helpers import BACKENDS
 
     return BACKENDS[-1]  # PostgreSQL when configured (CI), else SQLite
-
-
-def fingerprints(db, run: str) -> list[dict]:
-    store = db.store()
-    try:
-        return [generation_fingerprint(store, store.resolve_generation(g["name"])) for g in store.lineage(run)]
-    finally:
-        store.close()
 
 
 @pytest.fixture(scope="module")
@@ -96,17 +99,6 @@ def test_multi_host_cluster_needs_postgresql(tmp_path):
         store.close()
 
 
-def _wait_pending(db, run: str, committed: int, proc, limit_s: float = 400) -> None:
-    deadline = time.time() + limit_s
-    while time.time() < deadline:
-        statuses = db.statuses(run)
-        if statuses.count("committed") >= committed and "pending" in statuses:
-            return
-        assert proc.poll() is None, f"the run ended early ({statuses})"
-        time.sleep(0.1)
-    pytest.fail(f"generation {committed} never started")
-
-
 def _kill_one(cluster, class_name: str, limit_s: float = 60) -> int:
     deadline = time.time() + limit_s
     while time.time() < deadline:
@@ -123,7 +115,7 @@ def test_killed_actors_lose_nothing(ray_cluster, cluster_db, local_run, tmp_path
     """A verifier actor and a rollout actor killed -9 in generation 1: the run finishes, equal to local."""
     proc = cluster_db.popen("run", *ARGS, "--ray", ray_cluster.address, "--name", "faults", log=tmp_path / "log")
     try:
-        _wait_pending(cluster_db, "faults", 1, proc)
+        wait_pending(cluster_db, "faults", 1, proc)
         _kill_one(ray_cluster, "VerifierActor")
         _kill_one(ray_cluster, "RolloutActor")
         assert proc.wait(timeout=600) == 0, (tmp_path / "log").read_text()[-2000:]
@@ -141,7 +133,7 @@ def test_killed_controller_resumes_identical(ray_cluster, cluster_db, local_run,
     equals the uninterrupted local run, and `evolve check` holds."""
     proc = cluster_db.popen("run", *ARGS, "--ray", ray_cluster.address, "--name", "cut", log=tmp_path / "log")
     try:
-        _wait_pending(cluster_db, "cut", 2, proc)
+        wait_pending(cluster_db, "cut", 2, proc)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

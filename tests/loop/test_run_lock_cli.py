@@ -6,19 +6,14 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
-from loop_helpers import CI_CONFIG
+from loop_helpers import CI_CONFIG, wait_pending
 
 
 def test_resume_refused_while_another_controller_writes(loop_db, tmp_path):
     proc = loop_db.popen("run", "--config", CI_CONFIG, "--name", "live", "--generations", "3", log=tmp_path / "log")
     try:
-        deadline = time.time() + 400
-        while not (loop_db.statuses("live").count("committed") >= 1 and "pending" in loop_db.statuses("live")):
-            assert proc.poll() is None, (tmp_path / "log").read_text()[-2000:]
-            assert time.time() < deadline, "generation 1 never started"
-            time.sleep(0.1)
+        wait_pending(loop_db, "live", 1, proc)
         before = len(loop_db.statuses("live"))
         second = loop_db.evolve("resume", "live", check=False)
         assert second.returncode == 2
