@@ -24,7 +24,8 @@ def resolve_address(address: str) -> str:
 def connect(address: str) -> None:
     """ray.init against an existing cluster; the driver advertises 127.0.0.1 when the cluster is on loopback."""
     address = resolve_address(address)
-    host = address.rsplit(":", 1)[0]
+    host, _, port = address.rpartition(":")
+    _reachable(host, port, address)
     loopback = host in (LOOPBACK, "localhost")
     if loopback:
         os.environ.update(LOOPBACK_ENV)
@@ -40,6 +41,19 @@ def connect(address: str) -> None:
         raise EvolveError(f"cannot connect to the Ray cluster at {address}: {' '.join(str(e).split())[:200]}") from None
     if loopback:
         assert_loopback()
+
+
+def _reachable(host: str, port: str, address: str) -> None:
+    """Fail in seconds with one line when nothing listens there (ray.init would retry for a minute)."""
+    import socket
+
+    if not port.isdigit():
+        raise EvolveError(f"not a Ray address: {address!r} (expected HOST:PORT or local:DIR)")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as e:
+        raise EvolveError(f"no Ray cluster at {address} ({e.strerror or e}); start one with "
+                          "`scripts/ray_local.sh start`") from None
 
 
 def hosts() -> set[str]:
