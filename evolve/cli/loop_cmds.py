@@ -140,8 +140,11 @@ def register(app: typer.Typer) -> None:
         allow_weak_sandbox: bool = typer.Option(False, "--allow-weak-sandbox",
                                                 help="Run even where the verifier cannot have its full isolation "
                                                      "(bubblewrap + seccomp); the level is recorded in the run."),
+        ray: str = typer.Option(None, "--ray", metavar="ADDRESS",
+                                help="Verify and roll out on the Ray cluster at ADDRESS ([cluster] backend = \"ray\")."),
     ) -> None:
         """Run autonomous evolution cycles (the embedded default with no arguments)."""
+        from evolve.cluster import ClusterConfig
         from evolve.loop.config import LoopConfig
         from evolve.loop.recording import BufferRecorder
         from evolve.loop.runner import (
@@ -155,6 +158,7 @@ def register(app: typer.Typer) -> None:
         from evolve.policy import PolicySpec
 
         cfg = LoopConfig.from_toml(config) if config else LoopConfig()
+        cluster = ClusterConfig.from_toml(config, address=ray) if config else ClusterConfig.from_dict({}, address=ray)
         cfg = cfg.with_overrides(generations=generations, mode=mode, reward=reward, seed=seed, policy=policy,
                                  reflection_lm=reflection_lm, reflection_api_base=reflection_api_base,
                                  suite=suite, max_turns=max_turns)
@@ -164,16 +168,18 @@ def register(app: typer.Typer) -> None:
         run_name = name or new_run_name(cfg)
         if store.find_run(run_name) is not None:
             raise EvolveError(f"run {run_name!r} already exists; continue it with `evolve resume {run_name}`")
-        with StatusPrinter(cfg.generations) as printer:
+        with StatusPrinter(cfg.generations) as printer, store.run_lock(run_name):
             _announce_bootstrap(spec, printer.say)
             spec_dict = spec.model_dump(mode="json")
             session = build_session(store, run_name, cfg, spec_dict, components, None, None, BufferRecorder(),
-                                    printer.say, allow_weak_sandbox=allow_weak_sandbox)
+                                    printer.say, allow_weak_sandbox=allow_weak_sandbox, cluster=cluster)
             try:
+                # a ray run records its [cluster] table (resume uses it); a local run's config is as before
+                where = {"cluster": cluster.model_dump()} if cluster.backend != "local" else {}
                 store.create_run(run_name, {"loop": cfg.to_dict(), "policy_spec": spec_dict,
                                             "seed_prompt": components,
                                             "verifier_isolation": session.ctx.verifier.isolation,
-                                            "allow_weak_sandbox": allow_weak_sandbox, **suite_record(cfg)})
+                                            "allow_weak_sandbox": allow_weak_sandbox, **suite_record(cfg), **where})
                 printer.say(f"run [bold]{run_name}[/bold]: mode {cfg.mode}, reward {cfg.reward}, "
                             f"{cfg.generations} generations, db {store.target.label}")
                 gid, wv, metrics, state = initial_generation(session)
@@ -191,12 +197,20 @@ def register(app: typer.Typer) -> None:
         from_gen: str = typer.Option(None, "--from", help="Fork a new branch from this generation (RUN:INDEX or id)."),
         generations: int = typer.Option(None, "--generations", help="Generations to add (default: the run's)."),
         db: str = typer.Option(None, "--db", help=DB_HELP),
+        ray: str = typer.Option(None, "--ray", metavar="ADDRESS", help="Ray cluster address (default: the run's)."),
+        local: bool = typer.Option(False, "--local", help="Verify and roll out in this process, whatever the run used."),
     ) -> None:
         """Continue a run from its newest committed generation, or fork from any generation."""
+        with _open_store(db) as store, store.run_lock(run_name):  # never two writers: the lock comes first
+            _resume(store, run_name, from_gen, generations, ray, local)
+
+    def _resume(store, run_name, from_gen, generations, ray, local) -> None:
+        from evolve.cluster import ClusterConfig
         from evolve.loop.runner import run_generations, session_from_generation
 
-        store = _open_store(db)
         run_row = store.get_run(run_name)
+        recorded = None if local else run_row.config.get("cluster")
+        cluster = ClusterConfig.from_dict(recorded, source=f"run {run_name}", address=None if local else ray)
         dropped = store.discard_pending(run_name)
         if dropped:
             typer.echo(f"discarded {dropped} half-written generation(s)", err=True)
@@ -211,7 +225,7 @@ def register(app: typer.Typer) -> None:
                 raise EvolveError(f"run {run_name} has no committed generation to resume from")
         count = generations if generations is not None else run_row.config["loop"]["generations"]
         with StatusPrinter(count) as printer:
-            session, state, tmp = session_from_generation(store, run_row, parent, printer.say)
+            session, state, tmp = session_from_generation(store, run_row, parent, printer.say, cluster=cluster)
             try:
                 printer.say(f"{'fork' if from_gen else 'resume'} {run_name} from generation {parent.index}")
                 printer.previous = (parent.metrics or {}).get("heldout", {}).get("pass@1")

@@ -97,6 +97,12 @@ class LineageStore:
             return self.target.sqlite_path.parent
         return Path(os.environ.get("EVOLVE_RUNS_DIR") or "runs").absolute()
 
+    def run_lock(self, run_name: str):
+        """Context manager: this process is the run's only writer for the block (evolve.lineage.lease)."""
+        from evolve.lineage.lease import run_lock
+
+        return run_lock(self, run_name)
+
     def artifacts(self, run_name: str) -> ArtifactStore:
         run_id = self.run_id(run_name)
 

@@ -178,7 +178,8 @@ class LoopConfig:
             raise ConfigError(f"config file not found: {path}") from None
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise ConfigError(f"{path}: malformed TOML ({e})") from None
-        return cls.from_dict(data.get("loop", data), source=str(path))
+        # [loop] holds the loop; a file without it is the loop table itself, less [cluster] (evolve.cluster)
+        return cls.from_dict(data.get("loop", {k: v for k, v in data.items() if k != "cluster"}), source=str(path))
 
     def validate(self, source: str = "config") -> None:
         def bad(msg: str) -> None:

@@ -46,9 +46,12 @@ class Session:
     spec: PolicySpec
     recorder: LMRecorder  # a BufferRecorder in a live session (commit flushes it); replay's never commits
     say: Callable[[str], None]  # status lines
+    cluster: object = None  # evolve.cluster backend (local or ray)
 
     def close(self) -> None:
         self.ctx.verifier.close()
+        if self.cluster is not None:
+            self.cluster.close()
 
 
 # ---- building ----------------------------------------------------------------------------------
@@ -85,10 +88,10 @@ def suite_record(cfg: LoopConfig, env=None) -> dict:
 
 def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_components: dict,
                   checkpoint_dir: Path | None, prompt_state: dict | None, recorder, say,
-                  allow_weak_sandbox: bool = False) -> Session:
+                  allow_weak_sandbox: bool = False, cluster=None) -> Session:
+    from evolve.cluster import open_cluster
     from evolve.policy import PolicySpec, load_policy
     from evolve.prompt import PromptEvolutionConfig, PromptEvolver, make_reflector
-    from evolve.verification import Verifier, load_pipeline
 
     spec = PolicySpec.model_validate(spec_dict)
     policy = load_policy(spec, checkpoint_dir=checkpoint_dir)
@@ -105,10 +108,12 @@ def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_compon
         evolver = PromptEvolver(pconfig, reflector, Candidate(seed_components))
     else:
         evolver = PromptEvolver.from_state_dict(prompt_state, reflector)
-    pipeline = load_pipeline(cfg.pipeline) if cfg.pipeline else None
+    # Where verification and rollouts run ([cluster]: local process or Ray actors); the loop cannot tell.
+    backend = open_cluster(cluster, store, say)
     # The sandbox starts now, so a machine below full isolation stops the run before anything is
     # written: the Verifier refuses (one line naming what is missing) unless weak isolation was asked for.
-    verifier = Verifier(pipeline, jobs=cfg.verifier_jobs, allow_weak=allow_weak_sandbox)
+    verifier = backend.verifier(cfg.pipeline, cfg.verifier_jobs, allow_weak_sandbox)
+    backend.attach(policy)
     say(f"verifier isolation: {verifier.isolation}")
     env = environment(cfg)
     verifier = env.wrap_verifier(verifier)  # chat suites take replies apart (fences, entry-point name) first
@@ -117,7 +122,7 @@ def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_compon
     ctx = LoopContext(cfg, policy, verifier, evolver, train, heldout, val, by_id,
                       learn_weights=learn_weights, learn_prompt=cfg.mode in ("coupled", "prompt"),
                       all_heldout_tasks=all_heldout, env=env)
-    return Session(store, run, ctx, spec, recorder, say)
+    return Session(store, run, ctx, spec, recorder, say, backend)
 
 
 def record_policy_calls(policy, recorder) -> None:
@@ -283,9 +288,11 @@ def materialize_state(store, run: str, generation) -> tuple[Path, tempfile.Tempo
     return folder, tmp
 
 
-def session_from_generation(store, run_row, generation, say, recorder=None) -> tuple[Session, LoopState, object]:
+def session_from_generation(store, run_row, generation, say, recorder=None,
+                            cluster=None) -> tuple[Session, LoopState, object]:
     """Rebuild the full state of a committed generation (weights, optimizer, sampler, prompts).
-    No RNG state is restored: the next generation reseeds from its derived seeds."""
+    No RNG state is restored: the next generation reseeds from its derived seeds. ``cluster``: where
+    to verify and roll out (None = local; replay always runs locally)."""
     if generation.status != "committed":
         raise EvolveError(f"generation {run_row.name}:{generation.index} is {generation.status}, not committed")
     config = run_row.config
@@ -294,7 +301,7 @@ def session_from_generation(store, run_row, generation, say, recorder=None) -> t
     prompt_state, loop_state = read_state_folder(folder)
     session = build_session(store, run_row.name, cfg, config["policy_spec"], config["seed_prompt"],
                             folder / "policy", prompt_state, recorder or BufferRecorder(), say,
-                            allow_weak_sandbox=bool(config.get("allow_weak_sandbox")))
+                            allow_weak_sandbox=bool(config.get("allow_weak_sandbox")), cluster=cluster)
     return session, loop_state, tmp
 
 

@@ -62,6 +62,12 @@ class SamplingSpec(BaseModel):
     max_new_tokens: int = Field(128, ge=1, description="Completion length cap; hitting it marks a sample truncated.")
     n: int = Field(8, ge=1, description="G: samples per task (the GRPO group size).")
     chunk_size: int = Field(64, ge=1, description="Max sequences per `generate` call (memory bound).")
+    seed_scope: Literal["batch", "task"] = Field(
+        "batch", description="hf backend: \"batch\" = one RNG stream per generate() call, seeded by its seed "
+        "(as always); \"task\" = each task's n samples are one stream seeded by (seed, the task's index in the "
+        "call), so samples do not depend on how tasks are split between workers (the ray cluster backend "
+        "needs it; local and ray then give identical samples).",
+    )
     stop_after_code_block: bool = Field(
         False, description="hf backend: end a completion once it has closed its first ``` code block (a chat "
         "model's explanation after the code is never scored; on CPU it costs as much as the code).",

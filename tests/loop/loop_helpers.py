@@ -104,16 +104,32 @@ def kill9_when(db: LoopDB, run: str, args: list[str], committed: int, limit_s: f
     """Start `evolve ARGS`, wait until ``committed`` generations are committed and the next one is
     pending (being computed), then kill -9 the whole process group."""
     proc = db.popen(*args)
-    deadline = time.time() + limit_s
     try:
-        while time.time() < deadline:
-            statuses = db.statuses(run)
-            if statuses.count("committed") >= committed and "pending" in statuses:
-                return
-            assert proc.poll() is None, f"the run ended before it could be killed ({statuses})"
-            time.sleep(0.1)
-        pytest.fail(f"generation {committed} never started")
+        wait_pending(db, run, committed, proc, limit_s)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, 9)
         proc.wait()
+
+
+def wait_pending(db: LoopDB, run: str, committed: int, proc, limit_s: float = 400) -> None:
+    """Wait until ``committed`` generations of ``run`` are committed and the next one is pending."""
+    deadline = time.time() + limit_s
+    while time.time() < deadline:
+        statuses = db.statuses(run)
+        if statuses.count("committed") >= committed and "pending" in statuses:
+            return
+        assert proc.poll() is None, f"the run ended before it could be killed ({statuses})"
+        time.sleep(0.1)
+    pytest.fail(f"generation {committed} never started")
+
+
+def fingerprints(db: LoopDB, run: str) -> list[dict]:
+    """Every generation of ``run`` as comparable data (evolve.loop.fingerprint), in index order."""
+    from evolve.loop.fingerprint import generation_fingerprint
+
+    store = db.store()
+    try:
+        return [generation_fingerprint(store, store.resolve_generation(g["name"])) for g in store.lineage(run)]
+    finally:
+        store.close()

@@ -21,6 +21,13 @@ from evolve.policy.spec import SamplingSpec
 FENCE = "```"
 
 
+def task_seed(seed: int, task_index: int) -> int:
+    """The seed of one task's stream under ``seed_scope = "task"`` (numpy's SeedSequence mixing)."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([seed, task_index]).generate_state(1)[0])
+
+
 class CodeBlockStop(StoppingCriteria):
     """Stops each row once its completion holds two ``` fences; remembers where (completion length)."""
 
@@ -58,7 +65,9 @@ class HFBackend:
         pass
 
     @torch.no_grad()
-    def generate(self, prompts: list[list[dict]], n: int, seed: int) -> list[list[Sample]]:
+    def generate(self, prompts: list[list[dict]], n: int, seed: int, first_task: int = 0) -> list[list[Sample]]:
+        """``first_task``: index of ``prompts[0]`` in the caller's whole batch (a worker's shard starts
+        there), which keys the per-task streams of ``seed_scope = "task"``."""
         encoded = [encode_prompt(self.tokenizer, m) for m in prompts]
         rows = [(i, text, ids) for i, (text, ids) in enumerate(encoded) for _ in range(n)]
         out: list[list[Sample]] = [[] for _ in prompts]
@@ -66,11 +75,16 @@ class HFBackend:
         self.model.eval()
         # A private RNG stream: the same seed gives the same samples, and the caller's RNG is untouched.
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            if self.sampling.seed_scope == "task":  # one stream per task: independent of the split
+                streams = [(task_seed(seed, first_task + i), rows[i * n:(i + 1) * n]) for i in range(len(prompts))]
+            else:
+                streams = [(seed, rows)]
             step = self.sampling.chunk_size
-            for start in range(0, len(rows), step):
-                for i, sample in self._generate_chunk(rows[start:start + step]):
-                    out[i].append(sample)
+            for stream_seed, stream in streams:
+                torch.manual_seed(stream_seed)
+                for start in range(0, len(stream), step):
+                    for i, sample in self._generate_chunk(stream[start:start + step]):
+                        out[i].append(sample)
         if was_training:
             self.model.train()
         return out
