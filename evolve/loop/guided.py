@@ -179,7 +179,7 @@ def leaked_fragments(text: str, task: Task, min_chars: int = MIN_CHARS) -> list[
     return sorted(f for f in hidden_fragments(task, min_chars) if f in body)
 
 
-def leakage_audit(records: Sequence[tuple[Task, str]], heldout_pass1_unguided: float,
+def leakage_audit(records: Sequence[tuple[Task, str]], heldout_pass1_unguided: float | None,
                   guided_pass1: float | None = None, min_chars: int = MIN_CHARS) -> dict:
     """Held-out pass@1 without guidance next to the guided figure, and every guidance text that
     quotes hidden-test content. ``records``: (task, guidance text) for each guidance given."""
