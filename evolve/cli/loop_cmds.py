@@ -135,6 +135,9 @@ def register(app: typer.Typer) -> None:
         reflection_api_base: str = typer.Option(None, "--reflection-api-base", help="OpenAI-compatible URL"),
         seed: int = typer.Option(None, "--seed"),
         policy: str = typer.Option(None, "--policy", help="Policy spec TOML (default policies/tiny-coder.toml)."),
+        suite: str = typer.Option(None, "--suite", help="Environment: a name (e.g. tiny-coder-repair), a .py file "
+                                                        "or a dotted module (see evolve/env)."),
+        max_turns: int = typer.Option(None, "--max-turns", help="Most policy turns of a self-repair episode."),
         allow_weak_sandbox: bool = typer.Option(False, "--allow-weak-sandbox",
                                                 help="Run even where the verifier cannot have its full isolation "
                                                      "(bubblewrap + seccomp); the level is recorded in the run."),
@@ -154,7 +157,8 @@ def register(app: typer.Typer) -> None:
 
         cfg = LoopConfig.from_toml(config) if config else LoopConfig()
         cfg = cfg.with_overrides(generations=generations, mode=mode, reward=reward, seed=seed, policy=policy,
-                                 reflection_lm=reflection_lm, reflection_api_base=reflection_api_base)
+                                 reflection_lm=reflection_lm, reflection_api_base=reflection_api_base,
+                                 suite=suite, max_turns=max_turns)
         spec = PolicySpec.from_toml(cfg.policy)
         components = load_seed_prompt(cfg.seed_prompt)
         store = _open_store(db)

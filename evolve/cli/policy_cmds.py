@@ -18,29 +18,22 @@ SUITES = ("tiny-coder", "humaneval", "tiny-coder-chat", "humaneval-chat")
 
 
 def load_suite_tasks(suite: str, split: str, n: int | None, seed: int, split_seed: int = 0):
-    if suite.endswith("-chat") and suite in SUITES:  # chat renderings (evolve.gym.chat)
-        from evolve.gym.chat import load_chat_suite
-        from evolve.gym.generate import subset
-
-        parts = load_chat_suite(suite, split_seed)
-        if split not in parts:
-            raise ConfigError(f"suite {suite!r} has splits {', '.join(parts)}, not {split!r}")
-        return subset(parts[split], n, seed) if suite.startswith("tiny") else parts[split][:n]
-    if suite == "tiny-coder":
-        from evolve.gym import load_gym
-
-        return load_gym(split, seed=seed, n=n)
-    if suite == "humaneval":
-        from evolve.verification import load_humaneval
-
-        tasks = load_humaneval()
-        return tasks[:n] if n else tasks
-    if Path(suite).is_file():  # a task file (JSONL/TOML) that evolve.verification.load_tasks reads
+    """(tasks, environment or None): a task file, or a split of an environment (evolve.env)."""
+    if Path(suite).is_file() and not suite.endswith(".py"):  # a task file evolve.verification.load_tasks reads
         from evolve.verification import load_tasks
 
         tasks = load_tasks(suite)
-        return tasks[:n] if n else tasks
-    raise ConfigError(f"unknown suite {suite!r}; expected one of {', '.join(SUITES)} or a task file")
+        return (tasks[:n] if n else tasks), None
+    from evolve.env import load_environment
+    from evolve.gym.generate import subset
+
+    env = load_environment(suite, split_seed=split_seed)
+    parts = env.splits()
+    if split not in parts:
+        raise ConfigError(f"suite {suite!r} has splits {', '.join(parts)}, not {split!r}")
+    # The gym's subsets are seeded; HumanEval keeps its order (its first n problems).
+    tasks = subset(parts[split], n, seed) if suite.startswith("tiny") else parts[split][:n]
+    return tasks, env
 
 
 def default_prompt(suite: str) -> dict[str, str]:
@@ -82,14 +75,14 @@ def _from_generation(ref: str, db: str | None, dest: Path):
 def eval_cmd(
     generation: str | None = typer.Argument(None, help="A lineage generation RUN:INDEX (or id) to evaluate."),
     policy: Path | None = typer.Option(None, "--policy", help="A policy spec TOML (instead of GEN)."),
-    suite: str = typer.Option("tiny-coder", "--suite", help=f"Task suite: {', '.join(SUITES)}, or a task file."),
+    suite: str = typer.Option("tiny-coder", "--suite", help=f"Environment: {', '.join(SUITES)}, any evolve.env name (e.g. tiny-coder-chat-repair), a .py environment, or a task file."),
     split: str = typer.Option("heldout", "--split", help="Suite split (tiny-coder: train | heldout)."),
     samples: int = typer.Option(16, "--samples", min=1, help="Samples per task (n in pass@k)."),
     k: str = typer.Option("1,4,16", "--k", help="Comma-separated k values (those above --samples are dropped)."),
     prompt: Path | None = typer.Option(None, "--prompt", help="Seed-prompt TOML; default: GEN's prompt "
                                        "version, else prompts/<suite>.toml."),
     n_tasks: int | None = typer.Option(None, "--tasks", min=1, help="Evaluate a deterministic subset of tasks."),
-    seed: int = typer.Option(0, "--seed", help="Sampling seed (and gym task seed)."),
+    seed: int = typer.Option(0, "--seed", help="Sampling seed (and the gym subset's seed)."),
     jobs: int = typer.Option(2, "--jobs", min=1, help="Verifier worker processes."),
     pipeline: Path | None = typer.Option(None, "--pipeline", help="Verification pipeline TOML."),
     db: str | None = typer.Option(None, "--db", help="Lineage database (for GEN)."),
@@ -104,7 +97,7 @@ def eval_cmd(
 
     ks = parse_ks(k, samples)
     spec = PolicySpec.from_toml(policy) if policy is not None else None
-    tasks = load_suite_tasks(suite, split, n_tasks, seed)
+    tasks, env = load_suite_tasks(suite, split, n_tasks, seed)
     if not tasks:
         raise ConfigError(f"suite {suite!r} split {split!r} has no tasks")
     from evolve.verification import Verifier, load_pipeline
@@ -122,8 +115,9 @@ def eval_cmd(
         from evolve.verification.chat_reply import ChatVerifier
 
         # ChatVerifier only touches tasks of a chat suite; the others go straight through.
-        with ChatVerifier(Verifier(load_pipeline(str(pipeline)) if pipeline else None, jobs=jobs)) as verifier:
-            report = evaluate_pass_at_k(pol, tasks, components, samples, ks, verifier, seed=seed)
+        with Verifier(load_pipeline(str(pipeline)) if pipeline else None, jobs=jobs) as base:
+            verifier = env.wrap_verifier(base) if env is not None else ChatVerifier(base)
+            report = evaluate_pass_at_k(pol, tasks, components, samples, ks, verifier, seed=seed, env=env)
         pol.close()
     report.update({"suite": suite, "split": split, "source": generation or str(policy), "model": spec.model})
     if as_json:

@@ -12,6 +12,7 @@ from evolve.gym.generate import SUITE, GymParams, generate, subset
 from evolve.verification.types import Task
 
 SPLITS = ("train", "heldout")
+SUITE_KEYS = frozenset({"name", "seed"})  # what [suite] may say; everything else is the environment's
 DEFAULT_TOML = "verifiers/tiny_coder.toml"
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,7 +51,12 @@ def read_suite_toml(path: Path | None) -> tuple[GymParams, dict]:
         raise ConfigError(f"{path}: bad [generator] value: {e}") from None
     if not (0 < params.heldout_fraction < 1) or params.hidden_min > params.hidden_max or params.visible < 1:
         raise ConfigError(f"{path}: [generator] values out of range")
-    return params, {"name": SUITE, "seed": 0, **data.get("suite", {})}
+    table = data.get("suite", {})
+    gone = sorted(set(table) - SUITE_KEYS)
+    if gone:  # generator / pipeline / completion were declared here but never read: the environment owns them
+        raise ConfigError(f"{path}: [suite] key {gone[0]!r} is not read (known: {', '.join(sorted(SUITE_KEYS))}); "
+                          "the environment (evolve/env/suites.py) owns the generator, pipeline and reply format")
+    return params, {"name": SUITE, "seed": 0, **table}
 
 
 @functools.lru_cache(maxsize=8)

@@ -46,6 +46,7 @@ def rollout_row(gid: int, r) -> dict:
         "stages": plain_json(res.to_dict()["stages"], "rollout stages") if res else [],
         "trace": res.trace if res else "", "hack_flags": list(res.hack_flags) if res else [],
         "truncated": bool(getattr(r, "truncated", False)),
+        "turns": plain_json([dataclasses.asdict(t) for t in r.turns], "rollout turns") if getattr(r, "turns", None) else None,
     }
 
 

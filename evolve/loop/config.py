@@ -85,11 +85,15 @@ class LoopConfig:
     policy: str = "policies/tiny-coder.toml"
     """Policy spec (model, backend, sampling, optimizer, GRPO parameters)."""
     suite: str = "tiny-coder-hard"
-    """Task suite: "tiny-coder" (the gym), "tiny-coder-hard" (its hard tier: the CMP-bug tasks, where
+    """Environment (``evolve.env.load_environment``): a registered name, a path to a .py file or a
+    dotted module exposing ``load_environment(**options)``. Built-in: "tiny-coder" (the gym), "tiny-coder-hard" (its hard tier: the CMP-bug tasks, where
     the base model's groups mostly all fail, plus as many others; see evolve/gym/tiers.py), "humaneval",
     or the chat renderings for pre-trained chat models, "tiny-coder-chat" and "humaneval-chat"
     (evolve/gym/chat.py: the task in the user message, replies taken apart by
     evolve/verification/chat_reply.py)."""
+    max_turns: int = 3
+    """Self-repair environments (``<suite>-repair``): most policy turns per episode (turn 1 writes
+    the code, each later one answers the visible tests' failures). Single-turn suites ignore it."""
     split_seed: int = 0
     """humaneval-chat: seed of the train/held-out split of the 164 problems (the held-out ids are
     also written into the run config as ``suite_split``)."""
@@ -185,7 +189,8 @@ class LoopConfig:
         if self.reward not in REWARDS:
             bad(f"reward must be one of {', '.join(REWARDS)}, got {self.reward!r}")
         for name in ("tasks_per_generation", "samples_per_task", "heldout_tasks", "heldout_samples",
-                     "minibatch_tasks", "minibatch_samples", "val_tasks", "val_samples", "verifier_jobs"):
+                     "minibatch_tasks", "minibatch_samples", "val_tasks", "val_samples", "verifier_jobs",
+                     "max_turns"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 bad(f"{name} must be a positive integer, got {value!r}")

@@ -22,9 +22,11 @@ import random
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from evolve.env.base import Environment, Generator, Verifying
 from evolve.errors import EvolveError
 from evolve.loop.config import GenerationSeeds, LoopConfig
 from evolve.loop.distill import distill_groups
@@ -33,8 +35,12 @@ from evolve.loop.rollouts import PENDING_WEIGHTS, heldout_metrics, roll_out, tas
 from evolve.loop.routing import Routing, group_by_task, route
 from evolve.loop.state import LoopState, rollout_from_dict, rollout_to_dict
 from evolve.prompt.candidate import Candidate
+from evolve.prompt.evolver import PromptEvolver
 from evolve.rollout import Rollout
 from evolve.verification.types import Task
+
+if TYPE_CHECKING:
+    from evolve.policy.stats import UpdateStats
 
 
 @dataclass
@@ -42,9 +48,9 @@ class LoopContext:
     """What a generation works with; built once per process by the runner."""
 
     config: LoopConfig
-    policy: object  # evolve.policy Policy
-    verifier: object  # evolve.verification.Verifier
-    evolver: object  # evolve.prompt.PromptEvolver
+    policy: LoopPolicy  # evolve.policy Policy
+    verifier: Verifying  # evolve.verification.Verifier (wrapped by the environment)
+    evolver: PromptEvolver
     train_tasks: list[Task]
     heldout_tasks: list[Task]
     val_tasks: list[Task]
@@ -52,6 +58,26 @@ class LoopContext:
     learn_weights: bool
     learn_prompt: bool
     all_heldout_tasks: list[Task] = field(default_factory=list)  # for the full held-out figure
+    env: Environment | None = None  # who owns the episode; None = the single-turn default rendering
+
+    def __post_init__(self) -> None:
+        if self.env is None:
+            from evolve.env.suites import SuiteEnv
+
+            self.env = SuiteEnv("tasks", lambda: {"train": self.train_tasks, "heldout": self.heldout_tasks})
+
+
+class LoopPolicy(Generator, Protocol):
+    """What the loop needs of a policy (``evolve.policy.Policy``): sampling plus the weights' side."""
+
+    can_update: bool
+    tokenizer: object
+
+    def update(self, groups: list[list[Rollout]]) -> UpdateStats: ...
+
+    def weights_hash(self) -> str: ...
+
+    def save(self, directory) -> object: ...
 
 
 @dataclass
@@ -144,7 +170,7 @@ def _run_gate(ctx, state, seeds, tasks, group_size, out, timer, progress) -> Non
     prompt = out.prompt
     _tick(progress, "rollout")
     with timer.phase("rollout"):  # 2. roll out G samples per task
-        train = roll_out(ctx.policy, prompt, tasks, group_size, seeds.sample, "train", out.parent_weights)
+        train = roll_out(ctx, prompt, tasks, group_size, seeds.sample, "train", out.parent_weights)
     with timer.phase("verify"):  # 3. verify
         verify(ctx.verifier, ctx.tasks_by_id, train, random_seed)
     routing = route(group_by_task(train), cfg.recurring_failure_min_groups, cfg.all_fail_groups == "both")
@@ -200,7 +226,7 @@ def _evaluate_proposals(ctx, state, parent: Candidate, proposals, routing, tasks
         left = budget_left(cfg, state, out)
         if left is not None and len(task_list) * n > left:
             raise _OverBudget
-        rolls = roll_out(ctx.policy, cand, task_list, n, seed, "candidate", PENDING_WEIGHTS)
+        rolls = roll_out(ctx, cand, task_list, n, seed, "candidate", PENDING_WEIGHTS)
         verify(ctx.verifier, ctx.tasks_by_id, rolls, random_seed)
         out.rollouts.extend(rolls)
         return rolls
@@ -287,7 +313,7 @@ def _evaluate_heldout(ctx, old_prompt: Candidate, seeds, parent_heldout, out: Ou
     new_prompt = ctx.evolver.current()
 
     def evaluate(cand: Candidate) -> dict:
-        rolls = roll_out(ctx.policy, cand, ctx.heldout_tasks, cfg.heldout_samples, seeds.heldout, "heldout",
+        rolls = roll_out(ctx, cand, ctx.heldout_tasks, cfg.heldout_samples, seeds.heldout, "heldout",
                          PENDING_WEIGHTS)
         verify(ctx.verifier, ctx.tasks_by_id, rolls, None)
         out.rollouts.extend(rolls)
@@ -333,7 +359,7 @@ def full_heldout(ctx, candidate: Candidate, seeds, sink: list) -> dict:
     if cfg.heldout_final_tasks:
         tasks = tasks[:cfg.heldout_final_tasks]
     n = cfg.heldout_final_samples
-    rolls = roll_out(ctx.policy, candidate, tasks, n, seeds.heldout, "heldout", PENDING_WEIGHTS)
+    rolls = roll_out(ctx, candidate, tasks, n, seeds.heldout, "heldout", PENDING_WEIGHTS)
     verify(ctx.verifier, ctx.tasks_by_id, rolls, None)
     sink.extend(rolls)
     m = heldout_metrics(rolls, tuple(k for k in (1, 4, 8) if k <= n))

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from evolve.env.render import render_messages
 from evolve.policy.chat import encode_prompt
-from evolve.prompt.candidate import render_messages
 from evolve.rollout import Rollout
 
 

@@ -17,11 +17,20 @@ _VOLATILE = frozenset({"timings", "seconds", "latency_s"})
 
 def rollout_row(r) -> tuple:
     """A Rollout or a stored RolloutRecord as (purpose, task, group, sample, prompt version,
-    completion, reward, passed, error class)."""
+    completion, reward, passed, error class, transcript digest ("" for a single-turn rollout))."""
     result = getattr(r, "result", None)
     error_class = result.error_class if result is not None else getattr(r, "error_class", None)
     return (r.purpose, r.task_id, int(r.group), int(r.sample_index), r.prompt_version, r.completion or "",
-            float(r.reward), bool(r.passed), error_class)
+            float(r.reward), bool(r.passed), error_class, transcript_digest(getattr(r, "turns", None)))
+
+
+def transcript_digest(turns) -> str:
+    """Every turn's role, text, dense reward, observation hash and token span (Turn objects or stored dicts)."""
+    if not turns:
+        return ""
+    rows = [t if isinstance(t, dict) else vars(t) for t in turns]
+    keep = ("role", "content", "reward", "observation_hash", "token_span")
+    return digest([[list(v) if isinstance(v, tuple) else v for v in (d.get(k) for k in keep)] for d in rows])
 
 
 def stable_metrics(metrics: dict | None) -> dict:
@@ -44,7 +53,8 @@ def rollouts_digest(rows: list[tuple]) -> str:
     return digest([list(r) for r in rows])
 
 
-_FIELDS = ("purpose", "task", "group", "sample", "prompt version", "completion", "reward", "passed", "error class")
+_FIELDS = ("purpose", "task", "group", "sample", "prompt version", "completion", "reward", "passed", "error class",
+           "transcript")
 
 
 def first_rollout_difference(recorded: list[tuple], replayed: list[tuple]) -> str | None:

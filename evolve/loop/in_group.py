@@ -57,8 +57,8 @@ def run_in_group(ctx, state, index: int, seeds, tasks, group_size: int, out, tim
         picked = []
     tick(progress, "rollout")
     with timer.phase("rollout"):  # one seed for every prompt: common random numbers
-        inc_rolls = roll_out(ctx.policy, incumbent, tasks, n_inc, seeds.sample, "train", out.parent_weights)
-        ch_rolls = {c.id: roll_out(ctx.policy, c.candidate, tasks, n_ch, seeds.sample, "train", out.parent_weights)
+        inc_rolls = roll_out(ctx, incumbent, tasks, n_inc, seeds.sample, "train", out.parent_weights)
+        ch_rolls = {c.id: roll_out(ctx, c.candidate, tasks, n_ch, seeds.sample, "train", out.parent_weights)
                     for c in picked}
     train = inc_rolls + [r for rolls in ch_rolls.values() for r in rolls]
     with timer.phase("verify"):  # every rollout verified once; it feeds both levers

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evolve.errors import ConfigError, EvolveError
+from evolve.errors import EvolveError
 from evolve.loop.config import GenerationSeeds, LoopConfig
 from evolve.loop.controller import LoopContext, Outcome, full_heldout, run_generation
 from evolve.loop.recording import BufferRecorder
@@ -51,29 +51,18 @@ def load_seed_prompt(path: str) -> dict[str, str]:
     return dict(load(path).components)
 
 
-def load_suite(cfg: LoopConfig):
-    """(train, held-out subset, validation, all held-out) task lists of the configured suite."""
-    if cfg.suite.endswith("-chat"):
-        from evolve.gym.chat import load_chat_suite
+def environment(cfg: LoopConfig):
+    """The run's environment: ``suite`` names a registered one, a .py file or a dotted module."""
+    from evolve.env import load_environment
 
-        parts = load_chat_suite(cfg.suite, cfg.split_seed, cfg.heldout_fraction)
-        train, heldout = parts["train"], parts["heldout"]
-    elif cfg.suite in ("tiny-coder", "tiny-coder-hard"):
-        from evolve.gym import load_gym, load_tier
+    return load_environment(cfg.suite, split_seed=cfg.split_seed, heldout_fraction=cfg.heldout_fraction,
+                            max_turns=cfg.max_turns)
 
-        train, heldout = load_gym("train", seed=0), load_gym("heldout", seed=0)
-        if cfg.suite == "tiny-coder-hard":
-            train, heldout = load_tier("hard", train), load_tier("hard", heldout)
-    elif cfg.suite == "humaneval":
-        from evolve.verification import load_humaneval
 
-        tasks = load_humaneval()
-        order = np.random.default_rng(0).permutation(len(tasks))
-        heldout = [tasks[i] for i in order[:40]]
-        train = [tasks[i] for i in order[40:]]
-    else:
-        raise ConfigError(f"unknown suite {cfg.suite!r} "
-                          "(known: tiny-coder, tiny-coder-hard, humaneval, tiny-coder-chat, humaneval-chat)")
+def load_suite(cfg: LoopConfig, env=None):
+    """(train, held-out subset, validation, all held-out) task lists of the configured environment."""
+    parts = (env or environment(cfg)).splits()
+    train, heldout = parts["train"], parts["heldout"]
     pick = np.random.default_rng(cfg.seed + 101)
     all_heldout = heldout
     heldout = [heldout[i] for i in sorted(pick.permutation(len(heldout))[:cfg.heldout_tasks])]
@@ -81,15 +70,9 @@ def load_suite(cfg: LoopConfig):
     return train, heldout, val, all_heldout
 
 
-def suite_record(cfg: LoopConfig) -> dict:
+def suite_record(cfg: LoopConfig, env=None) -> dict:
     """What the run config records about the suite: the held-out ids of a seeded split."""
-    if cfg.suite != "humaneval-chat":
-        return {}
-    from evolve.gym.chat import humaneval_split
-
-    _train, held = humaneval_split(cfg.split_seed, cfg.heldout_fraction)
-    return {"suite_split": {"split_seed": cfg.split_seed, "heldout_fraction": cfg.heldout_fraction,
-                            "heldout": held}}
+    return dict(getattr(env or environment(cfg), "record", None) or {})
 
 
 def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_components: dict,
@@ -119,15 +102,13 @@ def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_compon
     # written: the Verifier refuses (one line naming what is missing) unless weak isolation was asked for.
     verifier = Verifier(pipeline, jobs=cfg.verifier_jobs, allow_weak=allow_weak_sandbox)
     say(f"verifier isolation: {verifier.isolation}")
-    if cfg.suite.endswith("-chat"):  # chat replies are taken apart (fences, entry-point name) first
-        from evolve.verification.chat_reply import ChatVerifier
-
-        verifier = ChatVerifier(verifier)
-    train, heldout, val, all_heldout = load_suite(cfg)
+    env = environment(cfg)
+    verifier = env.wrap_verifier(verifier)  # chat suites take replies apart (fences, entry-point name) first
+    train, heldout, val, all_heldout = load_suite(cfg, env)
     by_id = {t.task_id: t for t in train + all_heldout}
     ctx = LoopContext(cfg, policy, verifier, evolver, train, heldout, val, by_id,
                       learn_weights=learn_weights, learn_prompt=cfg.mode in ("coupled", "prompt"),
-                      all_heldout_tasks=all_heldout)
+                      all_heldout_tasks=all_heldout, env=env)
     return Session(store, run, ctx, spec, recorder, say)
 
 
@@ -232,7 +213,7 @@ def initial_outcome(ctx: LoopContext, seeds: GenerationSeeds) -> Outcome:
     prompt = ctx.evolver.current()
     out = Outcome(index=0, seeds=seeds, prompt=prompt)
     t0 = time.perf_counter()
-    rolls = roll_out(ctx.policy, prompt, ctx.heldout_tasks, cfg.heldout_samples, seeds.heldout, "heldout",
+    rolls = roll_out(ctx, prompt, ctx.heldout_tasks, cfg.heldout_samples, seeds.heldout, "heldout",
                      PENDING_WEIGHTS)
     verify(ctx.verifier, ctx.tasks_by_id, rolls, None)
     out.rollouts = rolls
@@ -310,4 +291,5 @@ def session_from_generation(store, run_row, generation, say, recorder=None) -> t
 
 
 def new_run_name(cfg: LoopConfig) -> str:
-    return f"{cfg.suite}-{cfg.mode}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
+    suite = Path(cfg.suite).stem if cfg.suite.endswith(".py") else cfg.suite.rsplit(".", 1)[-1]
+    return f"{suite}-{cfg.mode}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"

@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from evolve.rollout import Rollout
+from evolve.rollout import Rollout, Turn
 from evolve.util.atomic import atomic_write_text
 from evolve.util.hashing import canonical_json
 from evolve.verification.types import VerifyResult
@@ -74,7 +74,13 @@ def rollout_to_dict(r: Rollout) -> dict:
 def rollout_from_dict(d: dict) -> Rollout:
     d = dict(d)
     d["result"] = VerifyResult.from_dict(d["result"]) if d.get("result") else None
+    d["turns"] = [turn_from_dict(t) for t in d.get("turns") or []]
     return Rollout(**d)
+
+
+def turn_from_dict(d: dict) -> Turn:
+    span = d.get("token_span")
+    return Turn(**{**d, "token_span": tuple(span) if span is not None else None})
 
 
 def write_state_folder(dest: Path, policy, prompt_state: dict, loop_state: LoopState) -> Path:

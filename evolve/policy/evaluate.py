@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from evolve.prompt.candidate import render_messages
-from evolve.util.passk import pass_at_k
 from evolve.verification.types import Task
 
 
@@ -27,34 +25,42 @@ def parse_ks(text: str, samples: int) -> list[int]:
 
 
 def evaluate_pass_at_k(policy, tasks: list[Task], prompt_components: dict[str, str], samples: int,
-                       ks: list[int], verifier, seed: int = 0, batch_tasks: int = 16) -> dict:
-    """Generate ``samples`` completions per task, verify them, and report pass@k.
+                       ks: list[int], verifier, seed: int = 0, batch_tasks: int = 16, env=None) -> dict:
+    """Generate ``samples`` episodes per task through the episode path, verify them, report pass@k.
 
+    ``env``: the environment that renders and answers (default: single-turn, the plain rendering).
     Returns {"overall": {"pass@k": ...}, "tasks": {task_id: {"n", "c", "pass@k"...}}, "n_tasks",
     "samples", "ks", "failure_classes", "seconds": {"generate", "verify"}}.
     """
+    from evolve.env.episode import collect, pass_at_k_rows, verify
+    from evolve.env.suites import SuiteEnv
+
+    env = env or SuiteEnv("tasks", lambda: {"heldout": tasks})
+    cand = _Prompt(dict(prompt_components))
+    by_id = {t.task_id: t for t in tasks}
     per_task: dict[str, dict] = {}
     failures: Counter = Counter()
     t_gen = t_ver = 0.0
     for start in range(0, len(tasks), batch_tasks):
-        chunk = tasks[start:start + batch_tasks]
         t0 = time.perf_counter()
-        outs = policy.generate([render_messages(prompt_components, t) for t in chunk], n=samples,
-                               seed=seed + start)
+        rolls = collect(env, policy, cand, tasks[start:start + batch_tasks], samples, seed + start, "heldout", "",
+                        verifier)
         t1 = time.perf_counter()
-        results = verifier.verify_batch([(t, s.text) for t, group in zip(chunk, outs, strict=True) for s in group])
+        verify(verifier, by_id, rolls, None)
         t_ver += time.perf_counter() - t1
         t_gen += t1 - t0
-        it = iter(results)
-        for task, group in zip(chunk, outs, strict=True):
-            verdicts = [next(it) for _ in group]
-            c = sum(bool(v.passed) for v in verdicts)
-            failures.update(v.error_class or "Unknown" for v in verdicts if not v.passed)
-            row = {"n": len(verdicts), "c": c}
-            row.update({f"pass@{k}": pass_at_k(len(verdicts), c, k) for k in ks})
-            per_task[task.task_id] = row
+        failures.update(r.result.error_class or "Unknown" for r in rolls if not r.passed)
+        per_task.update(pass_at_k_rows(rolls, ks))
     overall = {f"pass@{k}": (sum(r[f"pass@{k}"] for r in per_task.values()) / len(per_task) if per_task else 0.0)
                for k in ks}
     return {"overall": overall, "tasks": per_task, "n_tasks": len(per_task), "samples": samples, "ks": list(ks),
             "failure_classes": dict(failures.most_common()),
             "seconds": {"generate": round(t_gen, 3), "verify": round(t_ver, 3)}}
+
+
+class _Prompt:
+    """Prompt components as the episode path wants them (no prompt-package import here)."""
+
+    def __init__(self, components: dict[str, str]) -> None:
+        self.components = components
+        self.id = ""

@@ -147,18 +147,31 @@ def _restore_sampler(policy: Policy, ckpt: Path) -> None:
         policy.generate_calls = int(json.loads((ckpt / SAMPLER_STATE).read_text())["generate_calls"])
 
 
-def _make_backend(spec: PolicySpec, model, tokenizer, base: str):
-    if spec.backend == "hf":
-        from evolve.policy.backends.hf import HFBackend
+def _hf_backend(spec: PolicySpec, model, tokenizer, base: str):
+    from evolve.policy.backends.hf import HFBackend
 
-        return HFBackend(model, tokenizer, spec.sampling)
-    if spec.backend == "vllm":
-        from evolve.policy.backends.vllm_backend import VllmBackend
+    return HFBackend(model, tokenizer, spec.sampling)
 
-        return VllmBackend(base, tokenizer, spec, model)
+
+def _vllm_backend(spec: PolicySpec, model, tokenizer, base: str):
+    from evolve.policy.backends.vllm_backend import VllmBackend
+
+    return VllmBackend(base, tokenizer, spec, model)
+
+
+def _vllm_server_backend(spec: PolicySpec, model, tokenizer, base: str):
     from evolve.policy.backends.vllm_server import VllmServerBackend
 
     return VllmServerBackend(tokenizer, spec, model)
+
+
+# name -> factory(spec, model, tokenizer, base) of the backends that sample from local weights
+# (litellm has no weights and is built before any model is loaded, in load_policy).
+BACKENDS = {"hf": _hf_backend, "vllm": _vllm_backend, "vllm-server": _vllm_server_backend}
+
+
+def _make_backend(spec: PolicySpec, model, tokenizer, base: str):
+    return BACKENDS[spec.backend](spec, model, tokenizer, base)
 
 
 VLLM_MISSING = "vllm backend needs the gpu extra: pip install -c constraints/gpu.txt -e '.[gpu]'"

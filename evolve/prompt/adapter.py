@@ -17,7 +17,10 @@ from typing import Any
 from gepa import GEPAAdapter
 from gepa.core.adapter import EvaluationBatch
 
-from evolve.prompt.candidate import Candidate, render_messages
+from evolve.env.base import Environment
+from evolve.env.episode import run_episodes
+from evolve.env.suites import SuiteEnv
+from evolve.prompt.candidate import Candidate
 from evolve.prompt.config import PromptEvolutionConfig
 from evolve.prompt.recorder import LMRecorder
 from evolve.prompt.reflect import Reflector, make_reflector
@@ -28,22 +31,12 @@ from evolve.verification.types import Task
 
 
 def roll_out_candidate(policy: Any, verifier: Any, candidate: Candidate, tasks: list[Task], n: int, seed: int,
-                       weights_version: str = "", purpose: str = "candidate") -> list[list[Rollout]]:
-    """``n`` verified samples per task under ``candidate`` (one list per task, in task order)."""
-    messages = [render_messages(candidate.components, t) for t in tasks]
-    samples = policy.generate(messages, n=n, seed=seed)
-    pairs = [(t, s.text) for t, group in zip(tasks, samples, strict=True) for s in group]
-    results = iter(verifier.verify_batch(pairs))
-    out = []
-    for g, (task, msgs, group) in enumerate(zip(tasks, messages, samples, strict=True)):
-        rolls = []
-        for i, s in enumerate(group):
-            res = next(results)
-            rolls.append(Rollout(task.task_id, g, i, candidate.id, weights_version, msgs, s.prompt_text, s.text,
-                                 res, float(res.reward), None, purpose, list(s.prompt_ids),
-                                 list(s.completion_ids), list(s.logprobs), bool(s.truncated)))
-        out.append(rolls)
-    return out
+                       weights_version: str = "", purpose: str = "candidate",
+                       env: Environment | None = None) -> list[list[Rollout]]:
+    """``n`` verified episodes per task under ``candidate`` (one list per task, in task order),
+    through the one episode path; ``env`` defaults to single-turn with the plain rendering."""
+    env = env or SuiteEnv("tasks", lambda: {"train": tasks})
+    return run_episodes(env, policy, verifier, candidate, tasks, n, seed, purpose, weights_version)
 
 
 class EvolveGEPAAdapter(GEPAAdapter):

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from evolve.env.render import COMPONENT_ORDER, render_messages, system_text  # noqa: F401 - re-exported
 from evolve.util.hashing import content_hash
-from evolve.verification.types import Task
-
-# Rendering order of the known components into the system message.
-COMPONENT_ORDER = ("system", "lessons", "demos")
 
 
 @dataclass(frozen=True)
@@ -23,20 +20,3 @@ class Candidate:
 
     def with_component(self, name: str, text: str) -> Candidate:
         return Candidate({**self.components, name: text})
-
-
-def system_text(components: dict[str, str]) -> str:
-    ordered = [k for k in COMPONENT_ORDER if k in components]
-    ordered += sorted(k for k in components if k not in COMPONENT_ORDER)
-    return "\n".join(components[k].strip() for k in ordered if components[k].strip())
-
-
-def render_messages(components: dict[str, str], task: Task) -> list[dict]:
-    """The chat messages a policy is given for ``task`` under a prompt candidate."""
-    messages = []
-    system = system_text(components)
-    if system:
-        messages.append({"role": "system", "content": system})
-    # A chat rendering of the task (evolve.gym.chat) when the suite has one; else the raw prompt.
-    messages.append({"role": "user", "content": task.meta.get("chat_user") or task.prompt})
-    return messages

@@ -56,9 +56,22 @@ def _feedback(r: Rollout, limit: int) -> str:
     return truncate("; ".join(parts) or (res.error_class or "failed"), limit)
 
 
+def transcript_text(r: Rollout, limit: int) -> str:
+    """A multi-turn episode as the reflector reads it: each policy turn (with its visible-test
+    score) and the environment's answer, so a lesson can address the repair, not only turn 1."""
+    lines = []
+    for i, t in enumerate(r.turns):
+        if t.role == "assistant":
+            score = "" if t.reward is None else f" (visible tests {t.reward:.2f})"
+            lines.append(f"[policy turn{score}]\n{t.content}")
+        else:
+            lines.append(f"[{t.role} {i}]\n{t.content}")
+    return truncate("\n".join(lines), limit)
+
+
 def rollout_record(r: Rollout, cfg: PromptEvolutionConfig) -> dict:
     sig = rollout_signature(r)
-    return {
+    record = {
         "task_id": r.task_id,
         "passed": r.passed,
         "reward": round(float(r.result.reward if r.result else r.reward), 4),
@@ -68,6 +81,10 @@ def rollout_record(r: Rollout, cfg: PromptEvolutionConfig) -> dict:
         "feedback": _feedback(r, cfg.max_field_chars),
         "signature": sig.key if sig else None,
     }
+    if r.turns:  # multi-turn: the whole transcript (single-turn records keep their old shape)
+        record["turns"] = sum(1 for t in r.turns if t.role == "assistant")
+        record["transcript"] = transcript_text(r, 2 * cfg.max_field_chars)
+    return record
 
 
 @dataclass

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from fake_openai import FakeOpenAI
 from loop_helpers import CI_CONFIG
 from sqlalchemy import create_engine, text
 
@@ -17,43 +16,15 @@ BODIES = ["def f(xs):\n    return 0\n", "def f(xs):\n    return len(xs)\n", "def
           "def f(xs):\n    return max(xs) if xs else 0\n", "def f(s, k):\n    return ''\n"]
 
 
-class Server:
-    def __init__(self):
-        self.requests = 0
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests += 1
-                key = hashlib.sha256(json.dumps([body["messages"], body.get("seed")]).encode()).digest()
-                choices = [{"index": i, "finish_reason": "stop",
-                            "message": {"role": "assistant", "content": BODIES[(key[0] + i) % len(BODIES)]}}
-                           for i in range(int(body.get("n") or 1))]
-                raw = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                                  "choices": choices, "usage": {"prompt_tokens": 5, "completion_tokens": 7,
-                                                                "total_tokens": 12}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+def deterministic_bodies(body):
+    """The same request always gets the same n completions (so a replay can be compared)."""
+    key = hashlib.sha256(json.dumps([body["messages"], body.get("seed")]).encode()).digest()
+    return [(BODIES[(key[0] + i) % len(BODIES)], "stop") for i in range(int(body.get("n") or 1))]
 
 
 @pytest.fixture
 def api_policy(tmp_path):
-    server = Server()
+    server = FakeOpenAI(deterministic_bodies)
     spec = tmp_path / "api.toml"
     spec.write_text(f'backend = "litellm"\nmodel = "api"\n[litellm]\nmodel = "openai/local-coder"\n'
                     f'api_base = "{server.url}"\ntimeout = 20\nnum_retries = 0\n'
@@ -67,7 +38,7 @@ def test_litellm_policy_calls_are_recorded_and_replay_without_the_server(loop_db
     proc = loop_db.evolve("run", "--config", CI_CONFIG, "--policy", str(spec), "--mode", "prompt", "--name", "api",
                           "--generations", "1")
     assert "weights frozen" in proc.stderr + proc.stdout
-    sent = server.requests
+    sent = len(server.requests)
     assert sent > 0
     engine = create_engine(loop_db.url)
     with engine.connect() as conn:
@@ -81,4 +52,4 @@ def test_litellm_policy_calls_are_recorded_and_replay_without_the_server(loop_db
         report = json.loads(rep.stdout)
         assert rep.returncode == 0 and report["ok"], (report, rep.stderr)
         assert report["rollouts_equal"] and report["metrics_equal"] and report["n_rollouts"] > 0
-    assert server.requests == sent
+    assert len(server.requests) == sent

@@ -2,49 +2,33 @@
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
+from fake_openai import FakeOpenAI
 
 from evolve.errors import EvolveError
 from evolve.policy import FROZEN_MESSAGE, PolicySpec, load_policy
 
 
-class _Handler(BaseHTTPRequestHandler):
-    requests: list[dict] = []
-
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append({"path": self.path, **body})
-        n = int(body.get("n") or 1)
-        last = body["messages"][-1]["content"]
-        choices = [{"index": i, "finish_reason": "stop" if i % 2 == 0 else "length",
-                    "message": {"role": "assistant", "content": f"def f(xs):\n    return {i}  # {last}"}}
-                   for i in range(min(n, 3))]  # at most 3 per call: the backend must ask again
-        payload = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                              "choices": choices,
-                              "usage": {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args):
-        pass
+def echo(body):
+    """At most 3 choices per call (the backend must ask again); odd ones are truncated."""
+    last = body["messages"][-1]["content"]
+    return [(f"def f(xs):\n    return {i}  # {last}", "stop" if i % 2 == 0 else "length")
+            for i in range(min(int(body.get("n") or 1), 3))]
 
 
 @pytest.fixture(scope="module")
-def server():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
-    srv.shutdown()
+def fake():
+    s = FakeOpenAI(echo)
+    yield s
+    s.stop()
 
 
-def test_litellm_generates_text_and_cannot_update(server, tmp_path):
+@pytest.fixture
+def server(fake):
+    return fake.url
+
+
+def test_litellm_generates_text_and_cannot_update(fake, server, tmp_path):
     spec = PolicySpec.from_dict({"backend": "litellm", "model": "api",
                                  "litellm": {"model": "openai/local-model", "api_base": server},
                                  "sampling": {"n": 4, "temperature": 0.5, "max_new_tokens": 64}})
@@ -57,7 +41,7 @@ def test_litellm_generates_text_and_cannot_update(server, tmp_path):
     assert out[0][0].text.endswith("# task A") and out[1][3].text.endswith("# task B")
     assert out[0][1].truncated and not out[0][0].truncated
     assert out[0][0].completion_ids == [] and out[0][0].logprobs == []
-    sent = _Handler.requests[0]
+    sent = fake.requests[0]
     assert sent["path"].endswith("/chat/completions") and sent["model"] == "local-model"
     assert sent["n"] == 4 and sent["temperature"] == 0.5 and sent["max_tokens"] == 64 and sent["seed"] == 5
     assert sent["messages"] == prompts[0]

@@ -1,12 +1,10 @@
 """The litellm reflector against a real OpenAI-compatible HTTP server on 127.0.0.1 (no paid API)."""
 
-import json
 import random
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from fake_openai import FakeOpenAI
 from prompt_helpers import div_failure, empty_failure, rollout
 
 from evolve.prompt import (
@@ -21,53 +19,23 @@ from evolve.prompt import (
 from evolve.prompt.reflect.litellm_reflector import parse_reply
 
 
-class FakeOpenAI:
-    """Serves /v1/chat/completions from a script of replies: ("error", status) or (content, finish_reason)."""
+class Scripted(FakeOpenAI):
+    """Replies from a script: ("error", status), ("sleep", s) or (content, finish_reason)."""
 
     def __init__(self):
         self.script: list[tuple] = []
-        self.requests: list[dict] = []
-        outer = self
+        super().__init__(self._next)
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append({"path": self.path, "body": body})
-                step = outer.script.pop(0) if outer.script else ('{"new_instruction": "default"}', "stop")
-                if step[0] == "sleep":  # a hung server: the client's timeout must fire
-                    time.sleep(step[1])
-                    return
-                if step[0] == "error":
-                    data, status = json.dumps({"error": {"message": "overloaded", "type": "server_error"}}), step[1]
-                else:
-                    status = 200
-                    data = json.dumps({
-                        "id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
-                        "choices": [{"index": 0, "finish_reason": step[1],
-                                     "message": {"role": "assistant", "content": step[0]}}],
-                        "usage": {"prompt_tokens": 50, "completion_tokens": 7, "total_tokens": 57}})
-                raw = data.encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+    def _next(self, body):
+        step = self.script.pop(0) if self.script else ('{"new_instruction": "default"}', "stop")
+        return step if step[0] in ("error", "sleep") else [step]
 
 
 @pytest.fixture(scope="module")
 def server():
-    s = FakeOpenAI()
-    s.thread.start()
+    s = Scripted()
     yield s
-    s.server.shutdown()
-    s.server.server_close()
+    s.stop()
 
 
 @pytest.fixture
@@ -110,11 +78,11 @@ def test_proposal_through_the_local_server_is_recorded(fresh):
     assert drafts[0].error is None
     assert drafts[0].components == {"system": "Handle empty lists and use // for integers."}
     (req,) = fresh.requests
-    assert req["path"] == "/v1/chat/completions" and req["body"]["model"] == "local-reflector"
-    prompt = req["body"]["messages"][0]["content"]
+    assert req["path"] == "/v1/chat/completions" and req["model"] == "local-reflector"
+    prompt = req["messages"][0]["content"]
     assert "Write a Python function." in prompt and "ValueError" in prompt and "new_instruction" in prompt
     (call,) = rec.calls
-    assert call.model == "openai/local-reflector" and call.error is None and call.tokens["prompt"] == 50
+    assert call.model == "openai/local-reflector" and call.error is None and call.tokens["prompt"] == 5
     assert drafts[0].lm_call_ids == [call.id]
 
 

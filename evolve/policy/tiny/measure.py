@@ -10,10 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from evolve.env.render import render_messages
 from evolve.gym import load_gym
 from evolve.gym.notes import DISTRACTORS, NOTES, SEED_INSTRUCTION
 from evolve.policy.tiny.config import BootstrapConfig
-from evolve.prompt.candidate import render_messages
 from evolve.util.passk import mean_pass_at_k
 from evolve.verification.types import Task
 
