@@ -101,7 +101,10 @@ def train_arm(name, args, base_verifier, cand, heldout, train_tasks) -> dict:
             groups = [gr for gr in groups if gr[0].task_id not in {x[0].task_id for x in g.groups}] + g.groups
             row.update(guided_groups=len(g.groups), guided_pass1=g.audit["guided_pass1"], flagged=g.audit["flagged"])
         row.update(policy.update(groups).to_dict())
+        row["seconds_total"] = round(time.perf_counter() - t0, 1)
         log.append(row)
+        print(name, {k: row[k] for k in ("step", "policy_tokens", "train_pass", "shared_anchor_share",
+                                         "n_trained_groups", "seconds_total")}, flush=True)
         step += 1
     train_s = time.perf_counter() - t0
     single = load_environment("tiny-coder")
