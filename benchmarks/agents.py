@@ -14,7 +14,7 @@ and single-turn for every arm (first attempt, never any guidance). Baselines: th
 each environment, measured in the same run. Ratios are printed as ``name=value`` lines, raw results
 go to benchmarks/results/agents.json.
 
-    nice -n 10 .venv/bin/python benchmarks/agents.py [--budget 30000] [--tasks 8] [--samples 8]
+    nice -n 10 .venv/bin/python benchmarks/agents.py [--budget 24000] [--tasks 8] [--samples 8]
 """
 
 from __future__ import annotations
@@ -124,10 +124,10 @@ def train_arm(name, args, base_verifier, cand, heldout, train_tasks) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--budget", type=int, default=30000, help="policy tokens of training per arm")
+    ap.add_argument("--budget", type=int, default=24000, help="policy tokens of training per arm")
     ap.add_argument("--tasks", type=int, default=8, help="train tasks per step")
     ap.add_argument("--samples", type=int, default=8, help="G: episodes per task")
-    ap.add_argument("--heldout", type=int, default=48, help="held-out tasks")
+    ap.add_argument("--heldout", type=int, default=40, help="held-out tasks")
     ap.add_argument("--heldout-samples", type=int, default=4)
     ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--seed", type=int, default=0)
@@ -139,7 +139,10 @@ def main() -> None:
     splits = load_environment("tiny-coder").splits()
     order = np.random.default_rng(args.seed).permutation(len(splits["heldout"]))
     heldout = [splits["heldout"][i] for i in order[:args.heldout]]
-    results: dict = {"base": {}, "arms": {}}
+    import subprocess
+
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    results: dict = {"started_at_commit": commit, "base": {}, "arms": {}}
     with Verifier(None, jobs=1) as verifier:
         base = load_policy(PolicySpec.from_toml(REPO / "policies" / "tiny-coder.toml"))
         for label, (env_name, turns) in {"single": ("tiny-coder", 1), "repair2": ("tiny-coder-repair", 2),
@@ -164,6 +167,11 @@ def figures_of(results: dict) -> dict:
         fig[f"{name}_pass1"] = round(arm["heldout"]["pass@1"], 4)
         fig[f"{name}_first_turn_pass1"] = round(arm["heldout_first_turn"]["pass@1"], 4)
         fig[f"{name}_policy_tokens"] = arm["policy_tokens"]
+        if arm["max_turns"] > 1:  # how often a later turn's anchor state is shared within its group
+            fig[f"{name}_shared_anchor_share"] = round(float(np.mean([r["shared_anchor_share"] for r in arm["log"]])), 4)
+        if "leakage_audit" in arm:
+            fig[f"{name}_guided_pass1"] = arm["leakage_audit"]["guided_pass1"]
+            fig[f"{name}_leak_flags"] = arm["leakage_audit"]["flagged"]
     ratio = lambda a, b: round(a / b, 4) if b else float("nan")  # noqa: E731
     p = {k: a["heldout"]["pass@1"] for k, a in arms.items()}
     if "single" in p:
