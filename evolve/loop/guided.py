@@ -35,8 +35,8 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from evolve.env.episode import observation_hash  # GiGPO's anchor: the conversation the policy acted on
 from evolve.rollout import Rollout
-from evolve.util.hashing import content_hash
 from evolve.verification.types import Task, VerifyResult
 
 SOURCES = ("errors", "visible_diff", "lessons")
@@ -114,11 +114,6 @@ def guided_messages(messages: list[dict], guidance: Guidance) -> list[dict]:
     idx = max((i for i, m in enumerate(out) if m.get("role") == "user"), default=len(out) - 1)
     out[idx]["content"] = f"{out[idx]['content']}\n\n{guidance.text}"
     return out
-
-
-def observation_hash(messages: list[dict]) -> str:
-    """GiGPO's anchor state, as the episode path hashes it: the conversation the policy acted on."""
-    return content_hash(messages)
 
 
 def as_unguided(r: Rollout, messages: list[dict], prompt_text: str, prompt_ids: list[int], sources: list[str],

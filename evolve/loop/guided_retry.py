@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evolve.env.episode import collect, observation_hash, verify
+from evolve.env.episode import collect, verify
 from evolve.loop.guided import (
     Guidance,
     as_unguided,
@@ -57,7 +57,7 @@ def guided_retries(env, policy, verifier, candidate, groups: list[list[Rollout]]
     if not failed:
         return GuidedRetries([], [], leakage_audit([], heldout_pass1_unguided=None))
     tasks = [tasks_by_id[g[0].task_id] for g in failed]
-    retries = collect(_GuidedEnv(env, guidance), policy, candidate, tasks, n, seed, "train", weights_version,
+    retries = collect(_GuidedEnv(env, guidance), policy, candidate, tasks, n, seed, "guided", weights_version,
                       verifier)
     verify(verifier, tasks_by_id, retries, None)
     for r in retries:
@@ -70,10 +70,29 @@ def guided_retries(env, policy, verifier, candidate, groups: list[list[Rollout]]
         msgs = env.first_messages(candidate.components, task)
         text, ids = encode_prompt(tokenizer, msgs)
         mine = [r for r in retries if r.task_id == task.task_id]
-        plain = [as_unguided(r, msgs, text, list(ids), guidance[task.task_id].sources, observation_hash)
-                 for r in mine]
+        plain = [as_unguided(r, msgs, text, list(ids), guidance[task.task_id].sources) for r in mine]
         out.append(retry_group(group, plain))
     guided_pass1 = sum(r.passed for r in retries) / len(retries) if retries else 0.0
     audit = leakage_audit([(t, guidance[t.task_id].text) for t in tasks], heldout_pass1_unguided=None,
                           guided_pass1=guided_pass1)
     return GuidedRetries(out, retries, audit)
+
+
+def guided_update_groups(ctx, prompt, groups: list[list[Rollout]], seed: int, weights_version: str,
+                         left: int | None, out) -> list[list[Rollout]]:
+    """The loop's step: retries for all-fail groups (``config.guided_retries``), within the rollout
+    budget ``left``; the guided samples go into ``out.rollouts`` (purpose "guided") and the audit into
+    ``out.metrics["guided"]``. Returns the groups to add to the update (failed group + retries)."""
+    cfg = ctx.config
+    if not cfg.guided_retries or not ctx.learn_weights:
+        return []
+    max_groups = cfg.guided_max_groups if left is None else min(cfg.guided_max_groups, left // cfg.guided_samples)
+    if max_groups < 1:
+        return []
+    lessons = [ln for ln in prompt.components.get("lessons", "").splitlines() if ln.strip()]
+    g = guided_retries(ctx.env, ctx.policy, ctx.verifier, prompt, groups, ctx.tasks_by_id, list(cfg.guided_retries),
+                       lessons, cfg.guided_samples, seed, weights_version, max_groups)
+    out.rollouts += g.retries
+    out.metrics["guided"] = {**g.audit, "groups": len(g.groups), "retries": len(g.retries),
+                             "rescued_groups": sum(any(r.passed for r in grp) for grp in g.groups)}
+    return g.groups
