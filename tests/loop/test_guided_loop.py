@@ -65,9 +65,11 @@ def test_guided_samples_are_stored_with_sources_and_audited(runs):
     assert guided, "the CI model fails whole groups: some must get guided retries"
     assert all(r.guidance and set(r.guidance) <= {"errors", "visible_diff", "lessons"} for r in guided)
     assert all(r.guidance is None for r in train)
-    # GiGPO credited each policy turn of the trained repair episodes (stored with the transcript).
+    # GiGPO's turn path credited each policy turn of the groups that reached the update (stored with
+    # the transcript; an episode-level estimator leaves them None). The CI model fails every retry
+    # here, so the values are 0: GiGPO's numbers are tested in tests/policy/test_gigpo.py.
     turn_advs = [t["advantage"] for r in train if r.turns for t in r.turns if t["role"] == "assistant"]
-    assert any(a is not None and a != 0.0 for a in turn_advs)
+    assert any(a is not None for a in turn_advs)
     # What the policy saw: guidance after the task in the guided samples' prompts only.
     assert all("earlier attempts" in r.prompt for r in guided)
     assert not any("earlier attempts" in r.prompt for r in train)
