@@ -131,6 +131,7 @@ def main() -> None:
     ap.add_argument("--heldout-samples", type=int, default=4)
     ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--name", default="agents", help="results file benchmarks/results/<name>.json")
     args = ap.parse_args()
     import torch
 
@@ -156,7 +157,7 @@ def main() -> None:
             results["arms"][name] = train_arm(name, args, verifier, cand, heldout, splits["train"])
             arm = results["arms"][name]
             print(name, arm["steps"], "steps", arm["heldout"], arm["heldout_first_turn"], flush=True)
-    write_results("agents", args=vars(args), results=results, figures=figures_of(results))
+    write_results(args.name, args=vars(args), results=results, figures=figures_of(results))
     print_figures(figures_of(results))
 
 
