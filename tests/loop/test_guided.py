@@ -138,3 +138,17 @@ def test_guided_retry_is_trained_under_the_unguided_prompt(tiny_model_dir):
     assign_group(group, get_estimator("gigpo"))
     assert group[3].advantage > 0 > group[0].advantage
     assert group[3].turns[0].advantage > group[0].turns[0].advantage  # same anchor state, better outcome
+
+
+def test_guided_retries_config_is_validated():
+    from evolve.errors import ConfigError
+    from evolve.loop.config import LoopConfig
+
+    cfg = LoopConfig.from_dict({"guided_retries": ["errors", "lessons"], "guided_samples": 2})
+    assert cfg.guided_retries == ("errors", "lessons")
+    with pytest.raises(ConfigError, match="guided_retries must be a list of"):
+        LoopConfig.from_dict({"guided_retries": ["hidden_tests"]})
+    with pytest.raises(ConfigError, match="guided_samples must be a positive integer"):
+        LoopConfig.from_dict({"guided_retries": ["errors"], "guided_samples": 0})
+    with pytest.raises(ConfigError, match="wired into selection = 'gate'"):
+        LoopConfig.from_dict({"guided_retries": ["errors"], "selection": "in_group"})
