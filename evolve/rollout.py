@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from evolve.verification.types import VerifyResult
 
-PURPOSES = ("train", "candidate", "heldout")
+PURPOSES = ("train", "candidate", "heldout", "guided")  # guided: a guided retry (evolve/loop/guided.py)
 
 
 @dataclass

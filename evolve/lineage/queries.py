@@ -47,6 +47,7 @@ def rollout_row(gid: int, r) -> dict:
         "trace": res.trace if res else "", "hack_flags": list(res.hack_flags) if res else [],
         "truncated": bool(getattr(r, "truncated", False)),
         "turns": plain_json([dataclasses.asdict(t) for t in r.turns], "rollout turns") if getattr(r, "turns", None) else None,
+        "guidance": list(r.guidance) if getattr(r, "guidance", None) else None,
     }
 
 

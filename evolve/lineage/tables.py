@@ -32,8 +32,8 @@ from evolve.util.text import from_db, to_db
 
 # The newest revision these tables describe, and every revision this code knows.
 # Kept as constants so read-only commands need not import Alembic.
-SCHEMA_HEAD = "0004"
-KNOWN_REVISIONS = ("0001", "0002", "0003", "0004")
+SCHEMA_HEAD = "0005"
+KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005")
 
 GENERATION_STATUSES = ("pending", "committed", "failed")
 HASH = 64  # length of a sha256 hex digest
@@ -194,5 +194,6 @@ rollout = Table(
     Column("hack_flags", JSON, nullable=False, default=list),
     Column("truncated", Boolean, nullable=False, default=False),  # rev 0002
     Column("turns", JSON),  # rev 0004: multi-turn transcript (evolve.rollout.Turn dicts); NULL = single-turn
+    Column("guidance", JSON),  # rev 0005: guidance sources of a guided retry (evolve/loop/guided.py); NULL = none
     Index("ix_rollout_generation", "generation_id"),
 )

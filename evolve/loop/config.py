@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from evolve.errors import ConfigError
+from evolve.loop.guided import SOURCES
 
 MODES = ("coupled", "weights", "prompt")
 REWARDS = ("verifier", "random")
@@ -91,6 +92,17 @@ class LoopConfig:
     or the chat renderings for pre-trained chat models, "tiny-coder-chat" and "humaneval-chat"
     (evolve/gym/chat.py: the task in the user message, replies taken apart by
     evolve/verification/chat_reply.py)."""
+    guided_retries: tuple[str, ...] = ()
+    """Guided retries for groups whose samples all failed (``evolve/loop/guided.py``): the guidance
+    sources, any of "errors" (the attempts' exceptions), "visible_diff" (visible tests they got
+    wrong) and "lessons" (the current prompt's lessons); () = off. The retries are trained as if
+    unguided (re-tokenised under the unguided first messages, joined to the failed group), stored
+    with purpose "guided" and their sources, and count against ``max_rollouts``; the generation's
+    metrics ``guided`` hold the leakage audit next to held-out pass@1 (always without guidance)."""
+    guided_samples: int = 4
+    """Guided retries sampled per all-fail group."""
+    guided_max_groups: int = 4
+    """Most all-fail groups given guided retries per generation."""
     max_turns: int = 3
     """Self-repair environments (``<suite>-repair``): most policy turns per episode (turn 1 writes
     the code, each later one answers the visible tests' failures). Single-turn suites ignore it."""
@@ -160,8 +172,9 @@ class LoopConfig:
         if unknown:
             raise ConfigError(f"{source}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
         values = dict(data)
-        if "heldout_ks" in values:
-            values["heldout_ks"] = tuple(values["heldout_ks"])
+        for key in ("heldout_ks", "guided_retries"):
+            if key in values and isinstance(values[key], list | tuple):
+                values[key] = tuple(values[key])
         try:
             cfg = cls(**values)
         except TypeError as e:
@@ -191,7 +204,7 @@ class LoopConfig:
             bad(f"reward must be one of {', '.join(REWARDS)}, got {self.reward!r}")
         for name in ("tasks_per_generation", "samples_per_task", "heldout_tasks", "heldout_samples",
                      "minibatch_tasks", "minibatch_samples", "val_tasks", "val_samples", "verifier_jobs",
-                     "max_turns"):
+                     "max_turns", "guided_samples", "guided_max_groups"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 bad(f"{name} must be a positive integer, got {value!r}")
@@ -213,6 +226,10 @@ class LoopConfig:
                               ("all_fail_groups", ALL_FAIL_ROUTES), ("distill", DISTILL)):
             if getattr(self, name) not in allowed:
                 bad(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        if not isinstance(self.guided_retries, tuple) or any(x not in SOURCES for x in self.guided_retries):
+            bad(f"guided_retries must be a list of {', '.join(SOURCES)}, got {self.guided_retries!r}")
+        if self.guided_retries and self.selection == "in_group" and self.mode != "weights":
+            bad("guided_retries is wired into selection = 'gate' (and mode = 'weights') only")
         for name in ("challengers", "challenger_pool", "evidence_cap", "heldout_final_samples"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

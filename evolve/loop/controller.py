@@ -30,6 +30,7 @@ from evolve.env.base import Environment, Generator, Verifying
 from evolve.errors import EvolveError
 from evolve.loop.config import GenerationSeeds, LoopConfig
 from evolve.loop.distill import distill_groups
+from evolve.loop.guided_retry import guided_update_groups
 from evolve.loop.in_group import run_in_group
 from evolve.loop.rollouts import PENDING_WEIGHTS, heldout_metrics, roll_out, task_scores, verify
 from evolve.loop.routing import Routing, group_by_task, route
@@ -132,6 +133,8 @@ def run_generation(ctx: LoopContext, state: LoopState, index: int, seeds: Genera
     _tick(progress, "heldout")
     with timer.phase("heldout"):  # 8. held-out evaluation (and the split between the levers)
         _evaluate_heldout(ctx, prompt, seeds, parent_heldout, out)
+    if "guided" in out.metrics:  # the leakage audit's unguided figure: held-out is never guided
+        out.metrics["guided"]["heldout_pass1_unguided"] = out.metrics["heldout"]["pass@1"]
 
     learning = [r for r in out.rollouts if r.purpose != "heldout"]
     state.rollouts_spent += len(learning)
@@ -183,7 +186,11 @@ def _run_gate(ctx, state, seeds, tasks, group_size, out, timer, progress) -> Non
             carried = route(group_by_task([rollout_from_dict(d) for d in state.carried]),
                             cfg.recurring_failure_min_groups, cfg.all_fail_groups == "both")
             extra = distill_groups(ctx, carried.weight_groups) if cfg.distill == "seed" else []
-            out.update_groups = routing.weight_groups + carried.weight_groups + extra
+            guided = guided_update_groups(ctx, prompt, group_by_task(train), (seeds.sample * 31 + 7) % (2**31 - 1),
+                                          out.parent_weights, budget_left(cfg, state, out), out)
+            retried = {g[0].task_id for g in guided}  # a failed group routed to the weights too is replaced
+            weight = [g for g in routing.weight_groups if g[0].task_id not in retried]
+            out.update_groups = weight + carried.weight_groups + extra + guided
             out.update_stats = ctx.policy.update(out.update_groups).to_dict()
             out.update_stats["carried_groups"] = len(carried.weight_groups)
 

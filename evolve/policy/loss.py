@@ -2,6 +2,9 @@
 
 per-token:  l_t = -min(rho_t A, clip(rho_t, 1 - eps_low, 1 + eps_high) A) + beta * KL_t
             rho_t = exp(logp_t - logp_old_t);  KL_t = exp(ref - logp) - (ref - logp) - 1   (k3)
+mask:       1 = a trained token; 0 = padding or an environment token of a multi-turn episode
+            (no loss, no gradient, not in KL, clip fraction or token counts)
+advantages: (B,) one per sequence, or (B, C) one per token (per-turn advantages, e.g. GiGPO)
 aggregate:  grpo     mean over each sequence's tokens, then mean over sequences
             bnpo     sum over all tokens / number of tokens (in this micro-batch)
             dapo     sum over all tokens / number of tokens in the WHOLE batch (``num_items``)
@@ -70,6 +73,12 @@ def grpo_loss(
     ref_logp: torch.Tensor | None = None, max_completion_length: int | None = None,
     num_items: float | None = None,
 ) -> LossOut:
+    # Masked tokens (padding, the environment's turns) never enter the loss, but a stale or absent
+    # old/ref log-prob there could make exp() overflow, and inf * 0 is nan: pin them to ratio 1, KL 0.
+    m = mask.bool()
+    old_logp = torch.where(m, old_logp, logp.detach())
+    if ref_logp is not None:
+        ref_logp = torch.where(m, ref_logp, logp.detach())
     per_token, clip_active = clipped_surrogate(logp, old_logp, advantages, eps_low, eps_high)
     kl_mean = 0.0
     if beta != 0.0:
@@ -79,6 +88,5 @@ def grpo_loss(
         per_token = per_token + beta * kl
         kl_mean = float((kl.detach() * mask).sum() / mask.sum().clamp(min=1.0))
     loss = aggregate(per_token, mask, loss_type, max_completion_length, num_items)
-    m = mask.bool()
     clip_fraction = float(clip_active[m].float().mean()) if m.any() else 0.0
     return LossOut(loss, kl_mean, clip_fraction)

@@ -92,7 +92,9 @@ class GrpoSpec(BaseModel):
     """The GRPO-family update."""
 
     model_config = _FROZEN
-    advantage: Literal["grpo", "dr_grpo", "ngrpo"] = Field("grpo", description="Advantage estimator.")
+    advantage: Literal["grpo", "dr_grpo", "ngrpo", "gigpo"] = Field(
+        "grpo", description="Advantage estimator (gigpo: episode + anchor-state step groups of multi-turn "
+        "episodes; on single-turn rollouts it is grpo, or dr_grpo with scale_rewards = 'none').")
     loss_type: Literal["grpo", "bnpo", "dapo", "dr_grpo"] = Field(
         "grpo", description="Token aggregation, as TRL: per-sequence mean | token mean | sum/(L*B)."
     )
@@ -102,11 +104,18 @@ class GrpoSpec(BaseModel):
     num_iterations: int = Field(1, ge=1, description="mu: inner epochs over the same rollouts.")
     micro_batch_size: int = Field(16, ge=1, description="Sequences per forward/backward (gradient accumulation).")
     scale_rewards: Literal["group", "none"] = Field(
-        "group", description="grpo estimator: divide by the group std ('group') or not ('none')."
+        "group", description="grpo and gigpo estimators: divide by the group std ('group') or not ('none')."
     )
     eps: float = Field(1e-6, gt=0, description="Added to the std in the denominator (verl: 1e-6).")
     ngrpo_m: int = Field(1, ge=1, description="NGRPO: number of virtual max-reward samples.")
     ngrpo_r_max: float = Field(1.0, description="NGRPO: reward of the virtual samples.")
+    gigpo_omega: float = Field(1.0, ge=0, description="GiGPO: weight of the step-level advantage, "
+                               "A = A_episode + omega * A_step (paper: 1).")
+    gigpo_gamma: float = Field(0.95, ge=0, le=1, description="GiGPO: discount of the step returns within an "
+                               "episode (verl-agent: 0.95); < 1 credits earlier success.")
+    gigpo_step_rewards: Literal["final", "dense"] = Field(
+        "final", description="GiGPO step rewards: 'final' = the episode reward on the last policy turn only; "
+        "'dense' = each earlier turn's recorded reward (e.g. visible-test pass fraction) as well.")
     skip_zero_variance: bool = Field(True, description="Skip the forward of groups whose advantages are all 0.")
     old_logprobs: Literal["auto", "behaviour"] = Field(
         "auto", description="pi_old in the ratio: 'auto' as TRL (current log-probs, recomputed once when "

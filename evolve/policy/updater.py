@@ -15,6 +15,11 @@ Departures from the papers / TRL, on purpose:
   a simpler stand-in for TRL's truncated importance-sampling correction under vLLM).
 - Positions: we pass position_ids from the attention mask, so left-padded prompts get the same
   rotary positions as during generation (TRL 1.16 leaves them implicit).
+- Multi-turn rollouts (``evolve.policy.turns``): the environment's tokens stay in the input (the
+  policy attends to them) but are masked out of the loss, KL, clip fraction and token counts;
+  per-turn advantages (GiGPO) apply to their turn's tokens. dr_grpo's constant L stays
+  ``sampling.max_new_tokens`` (a per-turn cap) for multi-turn rollouts too: only its constancy
+  matters for the length-bias argument.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 import math
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -32,6 +37,7 @@ from evolve.policy.advantages import get_estimator
 from evolve.policy.loss import grpo_loss, token_logprobs
 from evolve.policy.spec import OptimizerSpec, PolicySpec
 from evolve.policy.stats import UpdateStats
+from evolve.policy.turns import assign_group, policy_mask, token_advantages
 from evolve.rollout import Rollout
 
 
@@ -58,12 +64,15 @@ class _Row:
     completion_ids: list[int]
     behaviour: list[float]
     advantage: float
+    mask: list[int] = field(default_factory=list)  # 1 = policy token (trained), 0 = environment; [] = all 1
+    token_advantages: list[float] | None = None  # per token when turns carry their own advantage
 
 
 @dataclass
 class _Prepared:
     batches: list[list[_Row]]
     tensors: list[tuple]
+    masks: list[torch.Tensor]  # loss masks: completion mask x policy-token mask
     info: dict
     n_tokens: int
     old: list | None = None
@@ -97,6 +106,28 @@ def completion_logprobs(model, prompt, pmask, comp, cmask, temperature: float) -
     return token_logprobs(logits[:, :-1, :], comp, temperature)
 
 
+def loss_mask(rows: list[_Row], cmask: torch.Tensor) -> torch.Tensor:
+    """The completion (padding) mask times each row's policy-token mask."""
+    if all(all(r.mask) for r in rows):
+        return cmask
+    policy = torch.zeros_like(cmask)
+    for i, r in enumerate(rows):
+        n = len(r.completion_ids)
+        policy[i, :n] = torch.tensor(r.mask, dtype=cmask.dtype) if r.mask else 1
+    return cmask * policy
+
+
+def row_advantages(rows: list[_Row], width: int) -> torch.Tensor:
+    """(B,) scalar advantages, or (B, C) when some row has per-turn advantages."""
+    if all(r.token_advantages is None for r in rows):
+        return torch.tensor([r.advantage for r in rows], dtype=torch.float32)
+    out = torch.zeros((len(rows), width), dtype=torch.float32)
+    for i, r in enumerate(rows):
+        out[i, :len(r.completion_ids)] = torch.tensor(
+            r.advantage if r.token_advantages is None else r.token_advantages, dtype=torch.float32)
+    return out
+
+
 class Updater:
     def __init__(self, model, spec: PolicySpec, pad_id: int, reference=None):
         self.model = model
@@ -105,7 +136,9 @@ class Updater:
         self.reference = reference  # frozen base for full FT; None with LoRA (adapter disabled instead)
         g = spec.grpo
         params = {"grpo": {"eps": g.eps, "scale": g.scale_rewards == "group"}, "dr_grpo": {},
-                  "ngrpo": {"r_max": g.ngrpo_r_max, "m": g.ngrpo_m, "eps": g.eps}}[g.advantage]
+                  "ngrpo": {"r_max": g.ngrpo_r_max, "m": g.ngrpo_m, "eps": g.eps},
+                  "gigpo": {"omega": g.gigpo_omega, "gamma": g.gigpo_gamma, "eps": g.eps,
+                            "scale": g.scale_rewards == "group", "step_rewards": g.gigpo_step_rewards}}[g.advantage]
         self.estimator = get_estimator(g.advantage, **params)
         trainable = [p for p in model.parameters() if p.requires_grad]
         self.optimizer, self.scheduler = make_optimizer(trainable, spec.optimizer)
@@ -116,12 +149,10 @@ class Updater:
         rows, zero_var, all_fail, trained, adv_abs = [], 0, 0, 0, []
         for group in groups:
             rewards = np.array([r.reward for r in group], dtype=np.float64)
-            adv = self.estimator(rewards)
-            for r, a in zip(group, adv, strict=True):
-                r.advantage = float(a)
+            adv = assign_group(group, self.estimator)  # rollout (and per-turn) advantages
             zero_var += bool(np.all(rewards == rewards[0]))
             all_fail += bool(np.all(rewards <= 0))
-            adv_abs.extend(abs(float(a)) for a in adv)
+            adv_abs.extend(abs(float(r.advantage)) for r in group)
             if self.spec.grpo.skip_zero_variance and np.all(np.abs(adv) < 1e-12):
                 continue
             trained += 1
@@ -129,7 +160,8 @@ class Updater:
                 if not r.completion_ids:
                     raise EvolveError(f"rollout {r.task_id}#{r.sample_index} has no token ids; "
                                       "this backend's samples cannot train weights")
-                rows.append(_Row(list(r.prompt_ids), list(r.completion_ids), list(r.logprobs), float(r.advantage)))
+                rows.append(_Row(list(r.prompt_ids), list(r.completion_ids), list(r.logprobs), float(r.advantage),
+                                 policy_mask(r), token_advantages(r)))
         n = max(1, len(groups))
         info = {"zero_variance_fraction": zero_var / n, "all_fail_fraction": all_fail / n,
                 "n_trained_groups": trained, "mean_advantage_abs": float(np.mean(adv_abs)) if adv_abs else 0.0}
@@ -143,7 +175,8 @@ class Updater:
         batches = [rows[i:i + mb] for i in range(0, len(rows), mb)]
         device = next(self.model.parameters()).device  # CUDA when the policy lives there
         tensors = [tuple(x.to(device) for x in collate(b, self.pad_id)) for b in batches]
-        prep = _Prepared(batches, tensors, info, n_tokens=int(sum(int(t[3].sum()) for t in tensors)))
+        masks = [loss_mask(b, t[3]) for b, t in zip(batches, tensors, strict=True)]
+        prep = _Prepared(batches, tensors, masks, info, n_tokens=int(sum(int(m.sum()) for m in masks)))
         if rows:
             self.model.train()
             if self.spec.grpo.old_logprobs == "behaviour":
@@ -158,7 +191,7 @@ class Updater:
         losses, kls, clips, gaps = [], [], [], []
         n = len(prep.batches)
         for k, (batch, t) in enumerate(zip(prep.batches, prep.tensors, strict=True)):
-            out, gap = self._micro_step(batch, t, prep.old[k] if prep.old else None,
+            out, gap = self._micro_step(batch, t, prep.masks[k], prep.old[k] if prep.old else None,
                                         prep.ref[k] if prep.ref else None, n, prep.n_tokens)
             losses.append(float(out.loss))
             kls.append(out.kl)
@@ -188,20 +221,20 @@ class Updater:
         stats.seconds = time.perf_counter() - t0
         return stats
 
-    def _micro_step(self, batch, t, old, ref, n_micro: int, n_tokens: int):
+    def _micro_step(self, batch, t, mask, old, ref, n_micro: int, n_tokens: int):
         g = self.spec.grpo
         prompt, pmask, comp, cmask = t
         logp = completion_logprobs(self.model, prompt, pmask, comp, cmask, self.spec.sampling.temperature)
-        adv = torch.tensor([r.advantage for r in batch], dtype=torch.float32, device=logp.device)
+        adv = row_advantages(batch, logp.shape[1]).to(logp.device)
         gap = None
         if all(len(r.behaviour) == len(r.completion_ids) for r in batch):
             beh = torch.zeros_like(logp)
             for i, r in enumerate(batch):
                 beh[i, :len(r.behaviour)] = torch.tensor(r.behaviour)
-            m = cmask.bool()
-            gap = float((logp.detach() - beh).abs()[m].mean())
+            m = mask.bool()
+            gap = float((logp.detach() - beh).abs()[m].mean()) if m.any() else 0.0
         out = grpo_loss(
-            logp, logp.detach() if old is None else old, adv, cmask, loss_type=g.loss_type,
+            logp, logp.detach() if old is None else old, adv, mask, loss_type=g.loss_type,
             eps_low=g.epsilon_low, eps_high=g.epsilon_high, beta=g.beta, ref_logp=ref,
             max_completion_length=self.spec.sampling.max_new_tokens, num_items=n_tokens,
         )

@@ -53,7 +53,7 @@ def test_a_0003_database_upgrades_and_reads_its_rollouts_unchanged(tmp_path):
     assert rollout_row(back) == rollout_row(new) and rollout_row(back)[-1] != ""  # replay compares transcripts
     target = dbmod.resolve_url(str(db))
     engine = dbmod.make_engine(target)
-    assert dbmod.current_revision(engine, target) == SCHEMA_HEAD == "0004"
+    assert dbmod.current_revision(engine, target) == SCHEMA_HEAD  # 0004 or later
     engine.dispose()
 
 

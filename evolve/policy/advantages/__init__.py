@@ -5,10 +5,11 @@ from __future__ import annotations
 from evolve.errors import ConfigError
 from evolve.policy.advantages.base import AdvantageEstimator
 from evolve.policy.advantages.dr_grpo import DrGrpoEstimator, dr_grpo_advantages
+from evolve.policy.advantages.gigpo import GigpoEstimator, gigpo_advantages
 from evolve.policy.advantages.grpo import GrpoEstimator, grpo_advantages
 from evolve.policy.advantages.ngrpo import NgrpoEstimator, ngrpo_advantages
 
-ESTIMATORS = {"grpo": GrpoEstimator, "dr_grpo": DrGrpoEstimator, "ngrpo": NgrpoEstimator}
+ESTIMATORS = {"grpo": GrpoEstimator, "dr_grpo": DrGrpoEstimator, "ngrpo": NgrpoEstimator, "gigpo": GigpoEstimator}
 
 
 def get_estimator(name: str, **params) -> AdvantageEstimator:
@@ -21,5 +22,5 @@ def get_estimator(name: str, **params) -> AdvantageEstimator:
 
 __all__ = [
     "AdvantageEstimator", "get_estimator", "ESTIMATORS", "grpo_advantages", "dr_grpo_advantages",
-    "ngrpo_advantages", "GrpoEstimator", "DrGrpoEstimator", "NgrpoEstimator",
+    "ngrpo_advantages", "GrpoEstimator", "DrGrpoEstimator", "NgrpoEstimator", "GigpoEstimator", "gigpo_advantages",
 ]
