@@ -21,7 +21,7 @@ from evolve.errors import EvolveError
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "configs" / "ray-local.toml"
 ARGS = ["--config", str(CONFIG), "--reward", "random"]  # random reward: the weights move every generation
-slow = pytest.mark.skipif(os.environ.get(SLOW_ENV) != "1", reason=f"slow Ray fault test: set {SLOW_ENV}=1")
+slow = pytest.mark.skipif(os.environ.get(SLOW_ENV) != "1", reason=f"slow Ray test: set {SLOW_ENV}=1")
 
 
 def fingerprints(db, run: str) -> list[dict]:

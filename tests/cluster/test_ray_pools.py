@@ -96,3 +96,33 @@ def test_rollout_actors_equal_local_samples(ray_driver, tiny_model_dir):
         assert pool.pool.replaced == 1
     finally:
         pool.close()
+
+
+@pytest.mark.skipif(os.environ.get("EVOLVE_RAY_SLOW") != "1", reason="slow Ray test: set EVOLVE_RAY_SLOW=1")
+def test_rollout_actors_equal_local_samples_lora(ray_driver, tiny_model_dir):
+    """A LoRA policy: actors build the same PEFT structure and take the adapter with the state dict."""
+    import torch
+
+    from evolve.cluster.rollout_pool import RayRolloutBackend
+    from evolve.gym import load_gym
+    from evolve.policy import PolicySpec, load_policy
+    from evolve.prompt.candidate import render_messages
+
+    base = PolicySpec.from_toml("policies/tiny-coder-ci-task.toml")
+    spec = PolicySpec.model_validate({**base.model_dump(mode="json"), "finetune": "lora"})
+    policy = load_policy(spec)
+    prompts = [render_messages({"system": "Write f."}, t) for t in load_gym("train", seed=0, n=3)]
+    pool = RayRolloutBackend(spec, policy.base_path, policy.model, actors=2, actor_cpus=0.5)
+    try:
+        with torch.no_grad():  # move the adapter only, as a LoRA update does
+            for name, p in policy.model.named_parameters():
+                if "lora_" in name:
+                    p.add_(0.1 * torch.randn_like(p))
+        pool.sync_weights(policy.model)
+
+        def ids(groups):
+            return [[s.completion_ids for s in g] for g in groups]
+
+        assert ids(pool.generate(prompts, 2, 5)) == ids(policy.backend.generate(prompts, 2, 5))
+    finally:
+        pool.close()
