@@ -66,18 +66,26 @@ def _he_num(task_id: str) -> int:
     return int(task_id.rsplit("/", 1)[1])
 
 
+def _gym_parts(split_seed: int, heldout_fraction: float) -> dict[str, list[Task]]:
+    from evolve.gym import load_gym
+
+    return {"train": load_gym("train", seed=0), "heldout": load_gym("heldout", seed=0)}
+
+
+def _humaneval_parts(split_seed: int, heldout_fraction: float) -> dict[str, list[Task]]:
+    from evolve.verification import load_humaneval
+
+    by_id = {t.task_id: t for t in load_humaneval()}
+    train, held = humaneval_split(split_seed, heldout_fraction)
+    return {"train": [by_id[i] for i in train], "heldout": [by_id[i] for i in held]}
+
+
+_PARTS = {"tiny-coder-chat": _gym_parts, "humaneval-chat": _humaneval_parts}
+
+
 def load_chat_suite(name: str, split_seed: int = 0, heldout_fraction: float = 0.25) -> dict[str, list[Task]]:
     """{"train": [...], "heldout": [...]} with the chat rendering applied."""
-    if name == "tiny-coder-chat":
-        from evolve.gym import load_gym
-
-        parts = {"train": load_gym("train", seed=0), "heldout": load_gym("heldout", seed=0)}
-    elif name == "humaneval-chat":
-        from evolve.verification import load_humaneval
-
-        by_id = {t.task_id: t for t in load_humaneval()}
-        train, held = humaneval_split(split_seed, heldout_fraction)
-        parts = {"train": [by_id[i] for i in train], "heldout": [by_id[i] for i in held]}
-    else:
+    if name not in _PARTS:
         raise ConfigError(f"unknown chat suite {name!r} (known: {', '.join(CHAT_SUITES)})")
+    parts = _PARTS[name](split_seed, heldout_fraction)
     return {k: [with_chat_rendering(t) for t in v] for k, v in parts.items()}

@@ -64,3 +64,18 @@ def test_a_changed_turn_changes_the_fingerprint():
     b = _multi_turn("t")
     b.turns[0].reward = 0.25
     assert rollout_row(a) != rollout_row(b)
+
+
+def test_transcripts_round_trip_on_every_backend(db_url):
+    """SQLite and (when configured) PostgreSQL keep a transcript as written, odd text included."""
+    r = _multi_turn("t")
+    r.turns[1].content = "NUL\x00 BEL\x07 lone \ud800 surrogate \ue000 and 'quotes'"
+    with LineageStore.open(db_url) as store:
+        store.create_run("mt", {})
+        pv = store.put_prompt_version({"system": "s"})
+        wv = store.put_weights_version(None, None, "m", kind="base")
+        gid = store.begin_generation("mt", None, {})
+        store.add_rollouts(gid, [r])
+        store.commit_generation(gid, pv, wv)
+        (back,) = store.rollouts(gid)
+    assert back.turns[1]["content"] == r.turns[1].content and rollout_row(back) == rollout_row(r)
