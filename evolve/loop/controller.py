@@ -33,7 +33,7 @@ from evolve.loop.distill import distill_groups
 from evolve.loop.guided_retry import guided_update_groups
 from evolve.loop.in_group import run_in_group
 from evolve.loop.rollouts import PENDING_WEIGHTS, heldout_metrics, roll_out, task_scores, verify
-from evolve.loop.routing import Routing, group_by_task, route
+from evolve.loop.routing import Routing, group_by_task, route, turn_level
 from evolve.loop.state import LoopState, rollout_from_dict, rollout_to_dict
 from evolve.prompt.candidate import Candidate
 from evolve.prompt.evolver import PromptEvolver
@@ -176,7 +176,8 @@ def _run_gate(ctx, state, seeds, tasks, group_size, out, timer, progress) -> Non
         train = roll_out(ctx, prompt, tasks, group_size, seeds.sample, "train", out.parent_weights)
     with timer.phase("verify"):  # 3. verify
         verify(ctx.verifier, ctx.tasks_by_id, train, random_seed)
-    routing = route(group_by_task(train), cfg.recurring_failure_min_groups, cfg.all_fail_groups == "both")
+    routing = route(group_by_task(train), cfg.recurring_failure_min_groups, cfg.all_fail_groups == "both",
+                    turn_level=turn_level(ctx.policy))
     out.routing = routing
     out.rollouts += train
 
@@ -184,7 +185,7 @@ def _run_gate(ctx, state, seeds, tasks, group_size, out, timer, progress) -> Non
     if ctx.learn_weights:  # 4. GRPO-family update on exactly the routed groups (+ routed carried ones)
         with timer.phase("update"):
             carried = route(group_by_task([rollout_from_dict(d) for d in state.carried]),
-                            cfg.recurring_failure_min_groups, cfg.all_fail_groups == "both")
+                            cfg.recurring_failure_min_groups, cfg.all_fail_groups == "both", turn_level(ctx.policy))
             extra = distill_groups(ctx, carried.weight_groups) if cfg.distill == "seed" else []
             guided = guided_update_groups(ctx, prompt, group_by_task(train), (seeds.sample * 31 + 7) % (2**31 - 1),
                                           out.parent_weights, budget_left(cfg, state, out), out)

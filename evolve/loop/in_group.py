@@ -19,7 +19,7 @@ import random
 
 from evolve.loop.distill import distill_groups
 from evolve.loop.rollouts import roll_out, task_scores, verify
-from evolve.loop.routing import group_by_baseline, route
+from evolve.loop.routing import group_by_baseline, route, turn_level
 from evolve.prompt.evidence import EvidenceRule
 from evolve.rollout import Rollout
 
@@ -65,7 +65,7 @@ def run_in_group(ctx, state, index: int, seeds, tasks, group_size: int, out, tim
         verify(ctx.verifier, ctx.tasks_by_id, train, random_seed)
     out.rollouts += train
     routing = route(group_by_baseline(train, cfg.baseline), cfg.recurring_failure_min_groups,
-                    cfg.all_fail_groups == "both")
+                    cfg.all_fail_groups == "both", turn_level(ctx.policy))
     out.routing = routing
 
     tick(progress, "update")

@@ -92,8 +92,23 @@ class Routing:
         }
 
 
-def route(groups: list[list[Rollout]], recurring_min_groups: int = 2, all_fail_to_weights: bool = False) -> Routing:
-    """Split verified groups between the levers (see the module docstring)."""
+def turn_level(policy) -> bool:
+    """Whether the policy's weight update credits turns (GiGPO): then all-pass groups can carry signal."""
+    updater = getattr(policy, "updater", None)
+    return hasattr(getattr(updater, "estimator", None), "turn_advantages")
+
+
+def policy_turn_count(r: Rollout) -> int:
+    return max(1, sum(t.role == "assistant" for t in r.turns))
+
+
+def route(groups: list[list[Rollout]], recurring_min_groups: int = 2, all_fail_to_weights: bool = False,
+          turn_level: bool = False) -> Routing:
+    """Split verified groups between the levers (see the module docstring).
+
+    ``turn_level`` (a turn-level estimator such as GiGPO): an all-pass group whose episodes took
+    different numbers of policy turns also goes to the weights -- its discounted step returns differ,
+    so the faster solutions get a positive step advantage although every final reward is equal."""
     routing = Routing(all_fail_to_weights=all_fail_to_weights)
     class_groups: Counter[str] = Counter()
     for group in groups:
@@ -113,6 +128,8 @@ def route(groups: list[list[Rollout]], recurring_min_groups: int = 2, all_fail_t
         elif group[0].passed:
             routing.all_pass_tasks.append(task_id)
             routing.contrast_rollouts.append(group[0])
+            if turn_level and len({policy_turn_count(r) for r in group}) > 1:
+                routing.weight_groups.append(group)
         else:
             routing.all_fail_tasks.append(task_id)
             routing.reflection_rollouts += group
