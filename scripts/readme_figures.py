@@ -102,9 +102,30 @@ LABELS: dict[str, dict[str, str]] = {
         "generation_page_ttfb_s": "`evolve ui` generation page, time to first byte, same lineage",
         "run_page_x_ping": "  run page ÷ a trivial page",
     },
+    "agents": {
+        "single_pass1": "agents (tiny-coder, seed 0): single-turn GRPO, held-out pass@1",
+        "repair2_pass1": "agents: self-repair T=2, GRPO, held-out pass@1 (equal policy-token budget)",
+        "repair3_pass1": "agents: self-repair T=3, GRPO, held-out pass@1",
+        "repair3_gigpo_pass1": "agents: self-repair T=3, GiGPO, held-out pass@1",
+        "repair3_vs_single_pass1": "agents: self-repair T=3 ÷ single-turn, pass@1",
+        "gigpo_vs_grpo_repair3_pass1": "agents: GiGPO ÷ GRPO on self-repair T=3, pass@1",
+        "single_guided_leak_flags": "agents: guided retries, guidance texts flagged as quoting hidden tests",
+    },
+    "agents_seed1": {
+        "single_pass1": "agents (seed 1): single-turn GRPO, held-out pass@1",
+        "repair3_vs_single_pass1": "agents (seed 1): self-repair T=3 ÷ single-turn, pass@1",
+        "gigpo_vs_grpo_repair3_pass1": "agents (seed 1): GiGPO ÷ GRPO on self-repair T=3, pass@1",
+    },
+    "scale": {
+        "verify_2_actors_vs_1": "Ray: verification, 2 actors ÷ 1 (2 shared cores)",
+        "rollout_2_actors_vs_1": "Ray: CPU rollouts, 2 actors ÷ 1",
+        "verify_1_actor_vs_in_process": "Ray: verification, 1 actor ÷ in process",
+        "rollout_1_actor_vs_in_process": "Ray: rollouts, 1 actor ÷ in process",
+        "weight_sync_s": "Ray: weight sync to 2 rollout actors",
+    },
 }
 ORDER = ["grpo_step", "verify_throughput", "lineage_scale", "bootstrap", "hard_tier", "ablation",
-         "humaneval_agreement", "smollm2_run", "generate", "ui_scale"]
+         "humaneval_agreement", "smollm2_run", "generate", "ui_scale", "agents", "agents_seed1", "scale"]
 
 
 def fmt(key: str, value) -> str:
