@@ -122,14 +122,18 @@ def _isolate(cfg, k, in_ns):
         kern.prctl(_PR_SET_PDEATHSIG, 9, None, 0, 0)  # the job never outlives a killed server
     pay, res, out = cfg["slots"][k]
     null = os.open("/dev/null", os.O_RDONLY)
-    for src, high in ((out, 60), (res, 61), (pay, 62), (null, 63)):
-        os.dup2(src, high)  # via fixed high numbers, so the moves below cannot clobber each other
-    os.dup2(63, 0)
-    os.dup2(60, 1)
-    os.dup2(60, 2)
-    os.dup2(61, 3)
-    os.dup2(62, 4)
-    os.closerange(5, 1 << 16)  # the control pipes and every other slot's pipes
+    # Copies above every source first, so no move can clobber another source: the slots' numbers
+    # depend on how many fds the parent held (a fixed 60..63 collided once a Ray driver had ~60
+    # open, wiring a job to the wrong pipe).
+    base = max(out, res, pay, null) + 1
+    for i, src in enumerate((out, res, pay, null)):
+        os.dup2(src, base + i)
+    os.dup2(base + 3, 0)
+    os.dup2(base, 1)
+    os.dup2(base, 2)
+    os.dup2(base + 1, 3)
+    os.dup2(base + 2, 4)
+    os.closerange(5, max(1 << 16, base + 4))  # the control pipes, every other slot's pipes, the copies
     if in_ns and cfg.get("in_bwrap"):
         os.chdir("/tmp")  # bubblewrap's view is read-only everywhere and has no /proc: nothing to mount
     elif in_ns:  # the fallback as root, without bubblewrap: make the host read-only from in here
