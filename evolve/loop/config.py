@@ -19,6 +19,8 @@ SELECTIONS = ("in_group", "gate")
 BASELINES = ("per_prompt", "task")
 ALL_FAIL_ROUTES = ("reflection", "both")
 DISTILL = ("off", "seed")
+GATE_RULES = ("signflip", "strict")
+PICKS = ("ucb", "thompson")
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,18 @@ class LoopConfig:
     challenger_samples: int | None = None
     """in_group: samples of each task's G that each challenger gets; the incumbent keeps the rest,
     which must be at least half of G. None = half of G shared by the challengers."""
+    challenger_pick: str = "ucb"
+    """in_group: which active challengers get a generation's samples. "ucb": the highest upper
+    confidence bound (new ones first); "thompson": Thompson sampling from a Gaussian posterior of
+    each one's mean difference (prior N(0, thompson_prior_sd^2)), so a promising challenger gets
+    most generations' pairs (evolve/prompt/challengers.py)."""
+    thompson_prior_sd: float = 0.1
+    """in_group, thompson: prior sd of a challenger's mean paired difference."""
+    evict_below: float | None = None
+    """in_group: when reflection has a new proposal and the pool is full, retire ("retired-evicted")
+    the measured challenger with the lowest posterior probability of beating the incumbent if that
+    is below this; None = never (a challenger leaves only by the evidence rule or its cap).
+    Eviction never promotes, so the promotion error rate is unchanged."""
     challenger_pool: int = 4
     """in_group: most challengers waiting or being measured at once; reflection fills free places."""
     baseline: str = "task"
@@ -127,10 +141,23 @@ class LoopConfig:
     """Validation tasks (train split, fixed) that a proposal passing the minibatch gate must win on."""
     val_samples: int = 4
     """Samples per validation task."""
+    gate_rule: str = "signflip"
+    """Gate: when a validated proposal beats its parent (paired per-task differences on the
+    validation tasks, same seed and weights; evolve/prompt/gate_rule.py). "signflip": mean
+    difference > ``gate_margin`` and an exact one-sided sign-flip test at ``gate_alpha`` (a line
+    that changes nothing passes with probability <= gate_alpha); "strict": mean difference >
+    ``gate_margin`` (stated rate <= 1/2). A tie never passes either rule."""
+    gate_alpha: float = 0.2
+    """Gate: level of the sign-flip test (the stated rate at which a line that changes nothing
+    passes validation)."""
+    gate_margin: float = 0.0
+    """Gate: mean paired validation difference a proposal must exceed (strictly)."""
     promotion: str = "best_val"
-    """Which validated proposal becomes the prompt: "best_val" (GEPA: the best mean validation
-    score in the pool) or "noninferior" (one that passed the minibatch gate on the tasks it
-    targets and is no worse on validation than the parent, within ``noninferior_tolerance``)."""
+    """Which validated proposal becomes the prompt, among those that beat the parent by
+    ``gate_rule``: "best_val" (the best mean validation score of this generation's) or
+    "noninferior" (the first one, and a later one only if no worse than it within
+    ``noninferior_tolerance``). Nothing else switches the prompt (older pool members' validation
+    means, measured on older weights, never do)."""
     noninferior_tolerance: float = 0.0
     """Allowed drop of mean validation score under the "noninferior" rule."""
     recurring_failure_min_groups: int = 2
@@ -217,7 +244,16 @@ class LoopConfig:
         if self.selection == "in_group" and 2 * self.challengers * per > self.samples_per_task:
             bad(f"challengers x challenger_samples ({self.challengers} x {per}) must leave "
                 f"the incumbent at least half of samples_per_task ({self.samples_per_task})")
-        for name in ("promote_alpha", "retire_alpha"):
+        for name, allowed in (("gate_rule", GATE_RULES), ("challenger_pick", PICKS)):
+            if getattr(self, name) not in allowed:
+                bad(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        if self.evict_below is not None and not 0 < self.evict_below < 1:
+            bad(f"evict_below must be in (0, 1) or unset, got {self.evict_below!r}")
+        if not self.thompson_prior_sd > 0:
+            bad(f"thompson_prior_sd must be positive, got {self.thompson_prior_sd!r}")
+        if not 0 <= self.gate_margin < 1:
+            bad(f"gate_margin must be in [0, 1), got {self.gate_margin!r}")
+        for name in ("promote_alpha", "retire_alpha", "gate_alpha"):
             if not 0 < getattr(self, name) < 1:
                 bad(f"{name} must be in (0, 1), got {getattr(self, name)!r}")
         if not 0 <= self.promote_margin < 1:
