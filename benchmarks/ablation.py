@@ -179,7 +179,8 @@ def summarize(runs: list[dict], headline: str = "coupled") -> tuple[dict, dict]:
                     "all_fail_share_by_generation": {k: float(np.mean(v)) for k, v in sorted(fail.items())},
                     "final_pass@1_seed_prompt": [(r["generations"][-1].get("heldout_full_seed") or
                                                   r["generations"][-1]["heldout_full"])["pass@1"] for r in rs.values()],
-                    "promotions": [sum(1 for g in r["generations"] if g.get("promoted")) for r in rs.values()],
+                    "promotions": [sum(1 for g in r["generations"] if g.get("promoted") or g.get("prompt_changed"))
+                                   for r in rs.values()],
                     "wall_s_mean": float(np.mean([r["wall_s"] for r in rs.values()]))}
         finals_task[a] = {s: per_task(r["generations"][-1]) for s, r in rs.items()}
     figures: dict = {}
