@@ -253,14 +253,19 @@ def reuse_runs(path: Path, arms: list[str], rename: dict[str, str], out: Path) -
     return done
 
 
-def record_batch(out: Path, args, ran: list, reused: list[str]) -> list[dict]:
-    """Append this invocation to ``out/batches.json`` (every batch's arguments, commit and runs)."""
+def code_commit() -> str:
+    """HEAD, with "+dirty" when evolve/, benchmarks/ or configs/ differ from it."""
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "evolve", "benchmarks",
+                                 "configs"], cwd=REPO, capture_output=True, text=True).stdout.strip())
+    return commit + ("+dirty" if dirty else "")
+
+
+def record_batch(out: Path, args, ran: list, reused: list[str], started_at: str) -> list[dict]:
+    """Append this invocation to ``out/batches.json`` (every batch's arguments, commits and runs)."""
     path = out / "batches.json"
     batches = json.loads(path.read_text()) if path.exists() else []
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "evolve", "benchmarks"],
-                                cwd=REPO, capture_output=True, text=True).stdout.strip())
-    batches.append({"args": vars(args), "commit": commit + ("+dirty" if dirty else ""),
+    batches.append({"args": vars(args), "commit_at_start": started_at, "commit": code_commit(),
                     "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     "ran": [f"{a}-s{s}" for s, a in ran], "reused": reused})
     path.write_text(json.dumps(batches, indent=1))
@@ -284,6 +289,7 @@ def main() -> None:
     ap.add_argument("--rename", default="coupled-gate=coupled-gate-ties",
                     help="OLD=NEW,...: relabel reused arms whose code changed since")
     args = ap.parse_args()
+    started_at = code_commit()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     arms = args.arms.split(",")
@@ -308,7 +314,7 @@ def main() -> None:
             print(f"{a:<14} start {row['start_pass@1_mean']:.3f}  final {row['final_pass@1_mean']:.3f} ± "
                   f"{row['final_pass@1_sd']:.3f}  pass@8 {row['final_pass@8_mean']:.3f}  seeds {row['seeds']}  "
                   f"reach {row.get('rollouts_to_weights_final')}")
-    batches = record_batch(out, args, plan, reused)
+    batches = record_batch(out, args, plan, reused, started_at)
     write_results("ablation", args={"batches": batches}, results={"runs": runs, "summary": table}, figures=figures)
     print_figures(figures)
 
