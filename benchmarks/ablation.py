@@ -254,10 +254,10 @@ def reuse_runs(path: Path, arms: list[str], rename: dict[str, str], out: Path) -
 
 
 def code_commit() -> str:
-    """HEAD, with "+dirty" when evolve/, benchmarks/ or configs/ differ from it."""
+    """HEAD, with "+dirty" when evolve/, benchmarks/ (results aside) or configs/ differ from it."""
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "evolve", "benchmarks",
-                                 "configs"], cwd=REPO, capture_output=True, text=True).stdout.strip())
+                                 "configs", ":(exclude)benchmarks/results"], cwd=REPO, capture_output=True, text=True).stdout.strip())
     return commit + ("+dirty" if dirty else "")
 
 
