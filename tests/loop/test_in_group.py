@@ -164,7 +164,8 @@ def test_distractor_line_is_not_promoted_in_the_real_loop(tmp_path):
     ignores; the pool holds only it (cap 1), so nothing else competes. Promotion would be a false
     positive (rate <= alpha = 0.05 by the rule; the synthetic test measures the rate)."""
     session, _ = start(tmp_path, config=REPO / "configs" / "default.toml", mode="prompt", selection="in_group",
-                       suite="tiny-coder-hard", challenger_pool=1, tasks_per_generation=8, heldout_tasks=2,
+                       suite="tiny-coder-hard", challenger_pool=1, promote_alpha=0.05, evict_below=0.0,
+                       challenger_pick="ucb", tasks_per_generation=8, heldout_tasks=2,
                        heldout_samples=1, heldout_ks=(1,), attribution=False)
     ch = seed_challenger(session, DISTRACTORS[2])  # "Think step by step." (the old gate accepted it)
     try:
