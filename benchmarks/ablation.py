@@ -215,25 +215,30 @@ def summarize(runs: list[dict], headline: str = "coupled") -> tuple[dict, dict]:
         if a == "random-reward":
             figures["random_control_gain"] = round(100 * float(np.nanmean(gains)), 2)
     if "weights-only" in table:
-        w = by_arm["weights-only"]
-        target = table["weights-only"]["subset_final_pass@1_mean"]
-        budget = float(np.mean([r["generations"][-1]["rollouts_spent"] for r in w.values()]))
-        for a, rs in by_arm.items():
-            got = [rollouts_to_reach(r["generations"], target) for r in rs.values()]
-            table[a]["rollouts_to_weights_final"] = got
-        for a in coupled_arms:
-            if a != headline:
-                got = table[a]["rollouts_to_weights_final"]
-                ok = [g for g in got if g is not None]
-                figures[f"{a.replace('-', '_')}_rollouts_to_match_weights_ratio"] = (
-                    round(float(np.mean(ok)) / budget, 3) if ok and len(ok) == len(got) else "never")
-        got = table.get(headline, {}).get("rollouts_to_weights_final") or []
-        reached = [g for g in got if g is not None]
-        ratio = (float(np.mean(reached)) / budget) if reached and len(reached) == len(got) else None
-        table["rollouts_to_match_weights"] = {"target_subset_pass@1": target, "weights_budget": budget,
-                                              "arm": headline, "reached_at": got, "ratio": ratio}
-        figures["rollouts_to_match_weights_ratio"] = round(ratio, 3) if ratio is not None else "never"
+        _rollouts_to_match(table, figures, by_arm, coupled_arms, headline)
     return table, figures
+
+
+def _rollouts_to_match(table: dict, figures: dict, by_arm: dict, coupled_arms: list, headline: str) -> None:
+    """Learning rollouts each arm needed to reach weights-only's final subset pass@1 (and the ratio)."""
+    w = by_arm["weights-only"]
+    target = table["weights-only"]["subset_final_pass@1_mean"]
+    budget = float(np.mean([r["generations"][-1]["rollouts_spent"] for r in w.values()]))
+    for a, rs in by_arm.items():
+        got = [rollouts_to_reach(r["generations"], target) for r in rs.values()]
+        table[a]["rollouts_to_weights_final"] = got
+    for a in coupled_arms:
+        if a != headline:
+            got = table[a]["rollouts_to_weights_final"]
+            ok = [g for g in got if g is not None]
+            figures[f"{a.replace('-', '_')}_rollouts_to_match_weights_ratio"] = (
+                round(float(np.mean(ok)) / budget, 3) if ok and len(ok) == len(got) else "never")
+    got = table.get(headline, {}).get("rollouts_to_weights_final") or []
+    reached = [g for g in got if g is not None]
+    ratio = (float(np.mean(reached)) / budget) if reached and len(reached) == len(got) else None
+    table["rollouts_to_match_weights"] = {"target_subset_pass@1": target, "weights_budget": budget,
+                                          "arm": headline, "reached_at": got, "ratio": ratio}
+    figures["rollouts_to_match_weights_ratio"] = round(ratio, 3) if ratio is not None else "never"
 
 
 def reuse_runs(path: Path, arms: list[str], rename: dict[str, str], out: Path) -> list[str]:
