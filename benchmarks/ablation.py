@@ -40,7 +40,14 @@ from results_io import print_figures, write_results  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 ARMS = {  # name -> overrides of configs/ablation.toml
     "coupled": {"mode": "coupled", "selection": "in_group", "baseline": "per_prompt"},
-    "coupled-gate": {"mode": "coupled", "selection": "gate"},
+    # in-group, evidence concentrated: Thompson allocation, eviction of the least promising
+    # challenger when reflection has a new one, task baseline, promotion at a stated 10% rate
+    "coupled-ts": {"mode": "coupled", "selection": "in_group", "baseline": "task", "challenger_pick": "thompson",
+                   "evict_below": 0.3, "promote_alpha": 0.1},
+    "coupled-gate": {"mode": "coupled", "selection": "gate", "gate_rule": "signflip", "gate_alpha": 0.2},
+    # the gate before the tie fix (best mean validation score of the pool switched the prompt);
+    # only reused runs (runs/ablation/*.json imported from an earlier ablation.json)
+    "coupled-gate-ties": {"mode": "coupled", "selection": "gate"},
     "weights-only": {"mode": "weights"},
     "prompt-only": {"mode": "prompt", "selection": "in_group"},
     "random-reward": {"mode": "coupled", "selection": "in_group", "reward": "random"},
@@ -48,7 +55,9 @@ ARMS = {  # name -> overrides of configs/ablation.toml
     "coupled-distill": {"mode": "coupled", "selection": "in_group", "baseline": "per_prompt", "distill": "seed",
                         "heldout_seed_prompt": True},
 }
-DEFAULT_ARMS = "coupled,weights-only,prompt-only,random-reward,coupled-gate"
+DEFAULT_ARMS = "coupled-ts,coupled-gate,weights-only,prompt-only,random-reward"
+IN_GROUP_ARMS = ("coupled-ts", "coupled", "coupled-task", "coupled-distill")
+COUPLED_ARMS = IN_GROUP_ARMS + ("coupled-gate", "coupled-gate-ties")
 START_ARM = "weights-only"  # measures the seed's start figure (identical for every arm of a seed)
 SINGLES = ("weights-only", "prompt-only")
 
@@ -170,14 +179,15 @@ def summarize(runs: list[dict], headline: str = "coupled") -> tuple[dict, dict]:
                     "all_fail_share_by_generation": {k: float(np.mean(v)) for k, v in sorted(fail.items())},
                     "final_pass@1_seed_prompt": [(r["generations"][-1].get("heldout_full_seed") or
                                                   r["generations"][-1]["heldout_full"])["pass@1"] for r in rs.values()],
-                    "promotions": [sum(1 for g in r["generations"] if g.get("promoted")) for r in rs.values()],
+                    "promotions": [sum(1 for g in r["generations"] if g.get("promoted") or g.get("prompt_changed"))
+                                   for r in rs.values()],
                     "wall_s_mean": float(np.mean([r["wall_s"] for r in rs.values()]))}
         finals_task[a] = {s: per_task(r["generations"][-1]) for s, r in rs.items()}
     figures: dict = {}
     for a in arms:
         figures[f"{a.replace('-', '_')}_pass_at_1"] = round(table[a]["final_pass@1_mean"], 4)
     singles = [a for a in SINGLES if a in table]
-    coupled_arms = [a for a in ("coupled", "coupled-task", "coupled-distill", "coupled-gate") if a in table]
+    coupled_arms = [a for a in COUPLED_ARMS if a in table]
     if len(singles) == 2:
         best = max(singles, key=lambda a: table[a]["final_pass@1_mean"])
         for a in coupled_arms:  # every coupled variant against the best single lever, paired by seed and task
@@ -194,30 +204,77 @@ def summarize(runs: list[dict], headline: str = "coupled") -> tuple[dict, dict]:
             figures["coupled_minus_best_single_ci95_low"] = round(100 * row["ci95"][0], 2)
             figures["coupled_minus_best_single_ci95_high"] = round(100 * row["ci95"][1], 2)
             figures["seeds_paired"] = len(row["seeds_paired"])
-    if "coupled-gate" in table and "coupled" in table:
-        mean, lo, hi = bootstrap_diff(finals_task["coupled"], finals_task["coupled-gate"])
-        table["in_group_minus_gate"] = {"mean": mean, "ci95": [lo, hi]}
+    if "coupled-gate" in table and headline in table and headline != "coupled-gate":
+        mean, lo, hi = bootstrap_diff(finals_task[headline], finals_task["coupled-gate"])
+        table["in_group_minus_gate"] = {"arm": headline, "mean": mean, "ci95": [lo, hi]}
         figures["in_group_minus_gate"] = round(100 * mean, 2)
+    for a in arms:  # gain over the seed's start (the random control must show none)
+        rs = by_arm[a]
+        gains = [r["generations"][-1]["heldout_full"]["pass@1"] - start_figure(runs, s) for s, r in rs.items()]
+        table[a]["gain_over_start_mean"] = float(np.nanmean(gains))
+        if a == "random-reward":
+            figures["random_control_gain"] = round(100 * float(np.nanmean(gains)), 2)
     if "weights-only" in table:
-        w = by_arm["weights-only"]
-        target = table["weights-only"]["subset_final_pass@1_mean"]
-        budget = float(np.mean([r["generations"][-1]["rollouts_spent"] for r in w.values()]))
-        for a, rs in by_arm.items():
-            got = [rollouts_to_reach(r["generations"], target) for r in rs.values()]
-            table[a]["rollouts_to_weights_final"] = got
-        for a in coupled_arms:
-            if a != headline:
-                got = table[a]["rollouts_to_weights_final"]
-                ok = [g for g in got if g is not None]
-                figures[f"{a.replace('-', '_')}_rollouts_to_match_weights_ratio"] = (
-                    round(float(np.mean(ok)) / budget, 3) if ok and len(ok) == len(got) else "never")
-        got = table.get(headline, {}).get("rollouts_to_weights_final") or []
-        reached = [g for g in got if g is not None]
-        ratio = (float(np.mean(reached)) / budget) if reached and len(reached) == len(got) else None
-        table["rollouts_to_match_weights"] = {"target_subset_pass@1": target, "weights_budget": budget,
-                                              "arm": headline, "reached_at": got, "ratio": ratio}
-        figures["rollouts_to_match_weights_ratio"] = round(ratio, 3) if ratio is not None else "never"
+        _rollouts_to_match(table, figures, by_arm, coupled_arms, headline)
     return table, figures
+
+
+def _rollouts_to_match(table: dict, figures: dict, by_arm: dict, coupled_arms: list, headline: str) -> None:
+    """Learning rollouts each arm needed to reach weights-only's final subset pass@1 (and the ratio)."""
+    w = by_arm["weights-only"]
+    target = table["weights-only"]["subset_final_pass@1_mean"]
+    budget = float(np.mean([r["generations"][-1]["rollouts_spent"] for r in w.values()]))
+    for a, rs in by_arm.items():
+        got = [rollouts_to_reach(r["generations"], target) for r in rs.values()]
+        table[a]["rollouts_to_weights_final"] = got
+    for a in coupled_arms:
+        if a != headline:
+            got = table[a]["rollouts_to_weights_final"]
+            ok = [g for g in got if g is not None]
+            figures[f"{a.replace('-', '_')}_rollouts_to_match_weights_ratio"] = (
+                round(float(np.mean(ok)) / budget, 3) if ok and len(ok) == len(got) else "never")
+    got = table.get(headline, {}).get("rollouts_to_weights_final") or []
+    reached = [g for g in got if g is not None]
+    ratio = (float(np.mean(reached)) / budget) if reached and len(reached) == len(got) else None
+    table["rollouts_to_match_weights"] = {"target_subset_pass@1": target, "weights_budget": budget,
+                                          "arm": headline, "reached_at": got, "ratio": ratio}
+    figures["rollouts_to_match_weights_ratio"] = round(ratio, 3) if ratio is not None else "never"
+
+
+def reuse_runs(path: Path, arms: list[str], rename: dict[str, str], out: Path) -> list[str]:
+    """Copy finished runs of ``arms`` from an earlier ablation.json into ``out`` (as if run here),
+    each tagged with the commit that ran it; ``rename`` relabels an arm whose code has changed since."""
+    old = json.loads(path.read_text())
+    commit = old.get("commit", "?")
+    done = []
+    for r in old["results"]["runs"]:
+        if r["arm"] not in arms:
+            continue
+        rec = {**r, "arm": rename.get(r["arm"], r["arm"]), "reused_from": r.get("reused_from", commit)}
+        name = f"{rec['arm']}-s{rec['seed']}"
+        if not (out / f"{name}.json").exists():
+            (out / f"{name}.json").write_text(json.dumps(rec))
+            done.append(name)
+    return done
+
+
+def code_commit() -> str:
+    """HEAD, with "+dirty" when evolve/, benchmarks/ (results aside) or configs/ differ from it."""
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "evolve", "benchmarks",
+                                 "configs", ":(exclude)benchmarks/results"], cwd=REPO, capture_output=True, text=True).stdout.strip())
+    return commit + ("+dirty" if dirty else "")
+
+
+def record_batch(out: Path, args, ran: list, reused: list[str], started_at: str) -> list[dict]:
+    """Append this invocation to ``out/batches.json`` (every batch's arguments, commits and runs)."""
+    path = out / "batches.json"
+    batches = json.loads(path.read_text()) if path.exists() else []
+    batches.append({"args": vars(args), "commit_at_start": started_at, "commit": code_commit(),
+                    "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "ran": [f"{a}-s{s}" for s, a in ran], "reused": reused})
+    path.write_text(json.dumps(batches, indent=1))
+    return batches
 
 
 def main() -> None:
@@ -230,12 +287,21 @@ def main() -> None:
     ap.add_argument("--out", default=str(REPO / "runs" / "ablation"))
     ap.add_argument("--plan", default=None, help="explicit run order SEED:ARM,... (instead of seeds x arms)")
     ap.add_argument("--summarize-only", action="store_true")
-    ap.add_argument("--headline-arm", default="coupled", help="the coupled arm of the headline figures")
+    ap.add_argument("--headline-arm", default="coupled-ts", help="the coupled arm of the headline figures")
+    ap.add_argument("--reuse", default=None, help="an earlier ablation.json to take finished runs from")
+    ap.add_argument("--reuse-arms", default="weights-only,prompt-only,random-reward,coupled,coupled-task,"
+                    "coupled-distill,coupled-gate", help="arms whose runs --reuse takes")
+    ap.add_argument("--rename", default="coupled-gate=coupled-gate-ties",
+                    help="OLD=NEW,...: relabel reused arms whose code changed since")
     args = ap.parse_args()
+    started_at = code_commit()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     arms = args.arms.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
+    reused = (reuse_runs(Path(args.reuse), args.reuse_arms.split(","),
+                         dict(x.split("=") for x in args.rename.split(",") if x), out) if args.reuse else [])
+    plan = []
     if args.summarize_only:
         runs = [json.loads(p.read_text()) for p in sorted(out.glob("*-s*.json"))]
     else:
@@ -253,7 +319,8 @@ def main() -> None:
             print(f"{a:<14} start {row['start_pass@1_mean']:.3f}  final {row['final_pass@1_mean']:.3f} ± "
                   f"{row['final_pass@1_sd']:.3f}  pass@8 {row['final_pass@8_mean']:.3f}  seeds {row['seeds']}  "
                   f"reach {row.get('rollouts_to_weights_final')}")
-    write_results("ablation", args=vars(args), results={"runs": runs, "summary": table}, figures=figures)
+    batches = record_batch(out, args, plan, reused, started_at)
+    write_results("ablation", args={"batches": batches}, results={"runs": runs, "summary": table}, figures=figures)
     print_figures(figures)
 
 

@@ -71,7 +71,12 @@ def gate_text(m: dict) -> str:
             text += f" mb {mb[0]:.2f}->{mb[1]:.2f}"
             if g["val"][1] is not None:
                 text += f" val {g['val'][0]:.2f}->{g['val'][1]:.2f}"
-            text += " accepted" if g["accepted"] else " rejected"
+            test = g.get("test")
+            if test:  # passed the minibatch; the validation test decides
+                p = f" p={test['p']:.2f}" if test.get("p") is not None else ""
+                text += f" Δ={test['mean_diff']:+.3f}{p} " + ("PROMOTED" if test.get("promoted") else "kept parent")
+            else:
+                text += " accepted" if g["accepted"] else " rejected"
         items.append(text)
     return ("; proposals: " + "; ".join(items)) if items else ""
 

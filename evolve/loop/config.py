@@ -20,6 +20,8 @@ SELECTIONS = ("in_group", "gate")
 BASELINES = ("per_prompt", "task")
 ALL_FAIL_ROUTES = ("reflection", "both")
 DISTILL = ("off", "seed")
+GATE_RULES = ("signflip", "strict")
+PICKS = ("ucb", "thompson")
 
 
 @dataclass(frozen=True)
@@ -33,24 +35,38 @@ class LoopConfig:
     prompt selection alike; a challenger and its incumbent get independent draws, so noise can promote
     one, at the rule's error rate in_group and about half the time at the gate). Held-out evaluation
     and the reflection traces always use the verifier."""
-    selection: str = "gate"
+    selection: str = "in_group"
     """How prompt candidates are evaluated. "in_group" (Fast-Slow Training / E-SPL): each task's
     group of G samples is shared by the incumbent and up to ``challengers`` challengers, every
     rollout trains the weights and scores the prompts, and evidence accumulates across generations
     (``promote_alpha``). "gate": GEPA's separate minibatch then validation rollouts, inside the
-    rollout budget. Default "gate": it measured better in benchmarks/results/ablation.json."""
+    rollout budget. Default "in_group" (with Thompson allocation, eviction and promote_alpha 0.1):
+    it measured better than the gate once the gate stopped accepting ties
+    (benchmarks/results/ablation.json, arms coupled-ts and coupled-gate)."""
     challengers: int = 1
     """in_group: challengers sampled next to the incumbent in every task's group (K - 1)."""
     challenger_samples: int | None = None
     """in_group: samples of each task's G that each challenger gets; the incumbent keeps the rest,
     which must be at least half of G. None = half of G shared by the challengers."""
+    challenger_pick: str = "thompson"
+    """in_group: which active challengers get a generation's samples. "ucb": the highest upper
+    confidence bound (new ones first); "thompson": Thompson sampling from a Gaussian posterior of
+    each one's mean difference (prior N(0, thompson_prior_sd^2)), so a promising challenger gets
+    most generations' pairs (evolve/prompt/challengers.py)."""
+    thompson_prior_sd: float = 0.1
+    """in_group, thompson: prior sd of a challenger's mean paired difference."""
+    evict_below: float | None = 0.3
+    """in_group: when reflection has a new proposal and the pool is full, retire ("retired-evicted")
+    the measured challenger with the lowest posterior probability of beating the incumbent if that
+    is below this; 0 (or None) = never (a challenger leaves only by the evidence rule or its cap).
+    Eviction never promotes, so the promotion error rate is unchanged."""
     challenger_pool: int = 4
     """in_group: most challengers waiting or being measured at once; reflection fills free places."""
     baseline: str = "task"
     """in_group advantage baseline: "per_prompt" (one per task and prompt, E-SPL "normal") or "task"
     (one per task across prompts, E-SPL "marginalize": samples under a better prompt get a positive
     advantage). Default "task": it measured better (benchmarks/results/ablation.json)."""
-    promote_alpha: float = 0.05
+    promote_alpha: float = 0.1
     """in_group: a challenger no better than the incumbent + ``promote_margin`` is promoted with
     probability at most this, over any number of generations (an anytime-valid betting test, see
     evolve/prompt/evidence.py)."""
@@ -143,10 +159,23 @@ class LoopConfig:
     """Validation tasks (train split, fixed) that a proposal passing the minibatch gate must win on."""
     val_samples: int = 4
     """Samples per validation task."""
+    gate_rule: str = "signflip"
+    """Gate: when a validated proposal beats its parent (paired per-task differences on the
+    validation tasks, same seed and weights; evolve/prompt/gate_rule.py). "signflip": mean
+    difference > ``gate_margin`` and an exact one-sided sign-flip test at ``gate_alpha`` (a line
+    that changes nothing passes with probability <= gate_alpha); "strict": mean difference >
+    ``gate_margin`` (stated rate <= 1/2). A tie never passes either rule."""
+    gate_alpha: float = 0.2
+    """Gate: level of the sign-flip test (the stated rate at which a line that changes nothing
+    passes validation)."""
+    gate_margin: float = 0.0
+    """Gate: mean paired validation difference a proposal must exceed (strictly)."""
     promotion: str = "best_val"
-    """Which validated proposal becomes the prompt: "best_val" (GEPA: the best mean validation
-    score in the pool) or "noninferior" (one that passed the minibatch gate on the tasks it
-    targets and is no worse on validation than the parent, within ``noninferior_tolerance``)."""
+    """Which validated proposal becomes the prompt, among those that beat the parent by
+    ``gate_rule``: "best_val" (the best mean validation score of this generation's) or
+    "noninferior" (the first one, and a later one only if no worse than it within
+    ``noninferior_tolerance``). Nothing else switches the prompt (older pool members' validation
+    means, measured on older weights, never do)."""
     noninferior_tolerance: float = 0.0
     """Allowed drop of mean validation score under the "noninferior" rule."""
     recurring_failure_min_groups: int = 2
@@ -240,7 +269,16 @@ class LoopConfig:
         if self.selection == "in_group" and 2 * self.challengers * per > self.samples_per_task:
             bad(f"challengers x challenger_samples ({self.challengers} x {per}) must leave "
                 f"the incumbent at least half of samples_per_task ({self.samples_per_task})")
-        for name in ("promote_alpha", "retire_alpha"):
+        for name, allowed in (("gate_rule", GATE_RULES), ("challenger_pick", PICKS)):
+            if getattr(self, name) not in allowed:
+                bad(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        if self.evict_below is not None and not 0 <= self.evict_below < 1:
+            bad(f"evict_below must be in [0, 1) (0 = never), got {self.evict_below!r}")
+        if not self.thompson_prior_sd > 0:
+            bad(f"thompson_prior_sd must be positive, got {self.thompson_prior_sd!r}")
+        if not 0 <= self.gate_margin < 1:
+            bad(f"gate_margin must be in [0, 1), got {self.gate_margin!r}")
+        for name in ("promote_alpha", "retire_alpha", "gate_alpha"):
             if not 0 < getattr(self, name) < 1:
                 bad(f"{name} must be in (0, 1), got {getattr(self, name)!r}")
         if not 0 <= self.promote_margin < 1:

@@ -37,6 +37,7 @@ from evolve.loop.routing import Routing, group_by_task, route, turn_level
 from evolve.loop.state import LoopState, rollout_from_dict, rollout_to_dict
 from evolve.prompt.candidate import Candidate
 from evolve.prompt.evolver import PromptEvolver
+from evolve.prompt.gate_rule import gate_passes
 from evolve.rollout import Rollout
 from evolve.verification.types import Task
 
@@ -278,27 +279,40 @@ class _Parent:
 
 
 def _gate_one(ctx, proposal, parent: _Parent, mb_tasks, on_policy, evaluate, seeds, out) -> None:
-    """One proposal: minibatch gate, then (if it passes) validation and the promotion rule."""
-    cfg = ctx.config
+    """One proposal: minibatch gate, then (if it passes) validation and the promotion rule.
+
+    The proposal replaces the parent only when it beats it on validation by ``gate_rule``
+    (evolve/prompt/gate_rule.py; never on a tie), and under "best_val" only when its validation
+    mean also beats this generation's best so far."""
+    cfg, ev = ctx.config, ctx.evolver
     rolls = evaluate(proposal.candidate, mb_tasks, cfg.minibatch_samples, seeds.reflect)
     scores = task_scores(rolls)
     record = {"proposal": proposal, "minibatch": scores, "parent_minibatch": parent.scores, "accepted": False}
     out.proposals.append(record)
-    if not ctx.evolver.accept(proposal, scores, parent.scores, metric_calls=len(rolls)):
+    if not ev.accept(proposal, scores, parent.scores, metric_calls=len(rolls)):
         return
     if parent.val is None:
         parent.val = evaluate(parent.candidate, ctx.val_tasks, cfg.val_samples, seeds.reflect + 1)
-        ctx.evolver.observe_val(parent.candidate, task_scores(parent.val), metric_calls=len(parent.val))
-        parent.bar = float(np.mean(list(task_scores(parent.val).values()))) - cfg.noninferior_tolerance
+        ev.observe_val(parent.candidate, task_scores(parent.val), metric_calls=len(parent.val))
+        parent.bar = float(np.mean(list(task_scores(parent.val).values())))
+        if cfg.promotion == "noninferior":
+            parent.bar -= cfg.noninferior_tolerance
         on_policy[parent.candidate.id] = on_policy[parent.candidate.id] + parent.val
+    if ev.incumbent is None:  # pin the parent: a validated pool member never switches the prompt by itself
+        ev.promote(parent.candidate)
     cand_val = evaluate(proposal.candidate, ctx.val_tasks, cfg.val_samples, seeds.reflect + 1)
-    ctx.evolver.observe_val(proposal.candidate, task_scores(cand_val), metric_calls=len(cand_val))
-    val_mean = float(np.mean(list(task_scores(cand_val).values())))
-    if cfg.promotion == "noninferior" and val_mean >= parent.bar:
-        ctx.evolver.promote(proposal.candidate)  # the best non-inferior proposal so far wins
+    val_scores = task_scores(cand_val)
+    ev.observe_val(proposal.candidate, val_scores, metric_calls=len(cand_val))
+    val_mean = float(np.mean(list(val_scores.values())))
+    beats, evidence = gate_passes(val_scores, task_scores(parent.val), cfg.gate_rule, cfg.gate_alpha,
+                                  cfg.gate_margin)
+    better = val_mean >= parent.bar if cfg.promotion == "noninferior" else val_mean > parent.bar
+    if beats and better:
+        ev.promote(proposal.candidate)
         parent.bar = val_mean
     on_policy[proposal.candidate.id] = rolls + cand_val
-    record.update(accepted=True, val=task_scores(cand_val), parent_val=task_scores(parent.val))
+    record.update(accepted=True, val=val_scores, parent_val=task_scores(parent.val),
+                  gate={**evidence, "promoted": beats and better})
 
 
 def _gate_record(ctx, p: dict) -> dict:
@@ -313,7 +327,7 @@ def _gate_record(ctx, p: dict) -> dict:
     return {"id": prop.candidate.id, "kind": prop.kind, "added": " / ".join(added)[:120],
             "minibatch": [avg(p.get("parent_minibatch")), avg(p.get("minibatch"))],
             "val": [avg(p.get("parent_val")), avg(p.get("val"))], "accepted": p["accepted"],
-            "skipped": (p.get("meta") or {}).get("skipped")}
+            "test": p.get("gate"), "skipped": (p.get("meta") or {}).get("skipped")}
 
 
 def _evaluate_heldout(ctx, old_prompt: Candidate, seeds, parent_heldout, out: Outcome) -> None:

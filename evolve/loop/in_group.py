@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
+
 from evolve.loop.distill import distill_groups
 from evolve.loop.rollouts import roll_out, task_scores, verify
 from evolve.loop.routing import group_by_baseline, route, turn_level
@@ -51,7 +53,7 @@ def run_in_group(ctx, state, index: int, seeds, tasks, group_size: int, out, tim
     state.carried = []  # in-group selection spends no rollouts outside the groups: nothing to carry
     random_seed = seeds.reward if cfg.reward == "random" else None
     incumbent = ev.current()
-    picked = ev.pool.pick(cfg.challengers, rule) if ctx.learn_prompt else []
+    picked = _pick(ev.pool, cfg, rule, seeds) if ctx.learn_prompt else []
     n_inc, n_ch = split_group(cfg, len(picked), group_size)
     if n_ch == 0:
         picked = []
@@ -93,9 +95,17 @@ def run_in_group(ctx, state, index: int, seeds, tasks, group_size: int, out, tim
     out.metrics["promoted"] = best.id if best is not None else None
 
     tick(progress, "reflect")
-    if ctx.learn_prompt and ev.pool.room > 0:
+    evictable = cfg.evict_below is not None and ev.pool.weakest(cfg.thompson_prior_sd, cfg.evict_below)
+    if ctx.learn_prompt and (ev.pool.room > 0 or evictable):
         _reflect_into_pool(ctx, index, seeds, routing, out, timer)
     out.metrics["pool"] = [{"id": c.id, "n": c.evidence.n, "decision": c.evidence.decision} for c in ev.pool.active]
+
+
+def _pick(pool, cfg, rule, seeds) -> list:
+    """This generation's challengers (``challenger_pick``); Thompson draws are seeded per generation."""
+    if cfg.challenger_pick == "thompson":
+        return pool.pick_thompson(cfg.challengers, cfg.thompson_prior_sd, np.random.default_rng(seeds.reflect))
+    return pool.pick(cfg.challengers, rule)
 
 
 def _reflect_into_pool(ctx, index, seeds, routing, out, timer) -> None:
@@ -106,6 +116,12 @@ def _reflect_into_pool(ctx, index, seeds, routing, out, timer) -> None:
     with timer.phase("reflect"):
         proposals = ev.propose(parent, traces, random.Random(seeds.reflect))
     for p in proposals:
+        if ev.pool.room == 0 and ctx.config.evict_below is not None:
+            weak = ev.pool.weakest(ctx.config.thompson_prior_sd, ctx.config.evict_below)
+            if weak is not None:  # make room: the challenger least likely to beat the incumbent leaves
+                weak.evidence.decision = "retired-evicted"
+                ev.resolve(weak, index, evidence_rule(ctx.config))
+                out.metrics.setdefault("evicted", []).append(weak.id)
         admitted = ev.admit(p, index)
         out.proposals.append({"proposal": p, "accepted": admitted, "minibatch": None, "parent_minibatch": None,
                               "meta": {"selection": "in_group", "admitted_to_pool": admitted}})

@@ -10,14 +10,23 @@ ties: the older one). This is LUCB's optimism (Kalyanakrishnan et al. 2012) on t
 side: a challenger that looks no better than the incumbent stops taking samples from one that
 might be. Choosing whom to sample from past data keeps each challenger's test valid: its bets
 are still placed before its differences are seen.
+
+``pick_thompson`` (``challenger_pick = "thompson"``) draws each challenger's mean difference from
+a Gaussian posterior and samples the top draws instead: a new challenger (prior N(0, sd^2)) no
+longer pre-empts one that is winning, so the evidence of a promising challenger accumulates
+every generation rather than every few (Thompson 1933; the in-group analogue of E-SPL's prompt
+choice by rating). ``weakest`` names the challenger to evict when the pool is full
+(``evict_below``): the one least likely to beat the incumbent. Neither touches the promotion test.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from evolve.prompt.candidate import Candidate
-from evolve.prompt.evidence import Evidence, EvidenceRule, upper_bound
+from evolve.prompt.evidence import Evidence, EvidenceRule, gaussian_posterior, prob_better, upper_bound
 
 
 @dataclass
@@ -81,6 +90,20 @@ class ChallengerPool:
                         key=lambda ic: (-(upper_bound(ic[1].evidence.diffs, rule.alpha_retire)
                                           if ic[1].evidence.n else 2.0), ic[0]))
         return [c for _, c in ranked[:k]]
+
+    def pick_thompson(self, k: int, prior_sd: float, rng: np.random.Generator) -> list[Challenger]:
+        """The ``k`` active challengers with the highest posterior draws (one draw each, in pool order)."""
+        draws = [rng.normal(*gaussian_posterior(c.evidence.diffs, prior_sd)) for c in self.active]
+        order = sorted(range(len(self.active)), key=lambda i: (-draws[i], i))
+        return [self.active[i] for i in order[:k]]
+
+    def weakest(self, prior_sd: float, below: float) -> Challenger | None:
+        """The measured challenger least likely to beat the incumbent, if that chance is < ``below``."""
+        scored = [(prob_better(c.evidence.diffs, prior_sd), i) for i, c in enumerate(self.active) if c.evidence.n]
+        if not scored:
+            return None
+        p, i = min(scored)
+        return self.active[i] if p < below else None
 
     def get(self, cid: str) -> Challenger | None:
         return next((c for c in self.active if c.id == cid), None)

@@ -164,7 +164,8 @@ def test_distractor_line_is_not_promoted_in_the_real_loop(tmp_path):
     ignores; the pool holds only it (cap 1), so nothing else competes. Promotion would be a false
     positive (rate <= alpha = 0.05 by the rule; the synthetic test measures the rate)."""
     session, _ = start(tmp_path, config=REPO / "configs" / "default.toml", mode="prompt", selection="in_group",
-                       suite="tiny-coder-hard", challenger_pool=1, tasks_per_generation=8, heldout_tasks=2,
+                       suite="tiny-coder-hard", challenger_pool=1, promote_alpha=0.05, evict_below=0.0,
+                       challenger_pick="ucb", tasks_per_generation=8, heldout_tasks=2,
                        heldout_samples=1, heldout_ks=(1,), attribution=False)
     ch = seed_challenger(session, DISTRACTORS[2])  # "Think step by step." (the old gate accepted it)
     try:
@@ -195,4 +196,28 @@ def test_status_line_shows_each_candidate_and_its_evidence():
                       "val": [None, None], "accepted": False, "skipped": "budget"}]}
     line = status_line(3, gate, None, 0.4)
     assert "abcdef12 +'Use // for integer division.' mb 0.25->0.50 val 0.40->0.45 accepted" in line
+    gate["gate"][0]["test"] = {"rule": "signflip", "n": 16, "mean_diff": 0.05, "p": 0.31, "promoted": False}
+    line = status_line(3, gate, None, 0.4)
+    assert "val 0.40->0.45 Δ=+0.050 p=0.31 kept parent" in line
     assert "12345678 merge skipped (budget)" in line
+
+
+def test_thompson_pick_and_eviction_in_the_real_loop(tiny_model_dir, tmp_path):
+    """A full pool (cap 1) and evict_below close to 1: when reflection proposes, the measured
+    challenger is retired as evicted (its lines count as rejected) and the proposal takes its place."""
+    session, _ = start(tmp_path, selection="in_group", challenger_samples=2, challenger_pool=1,
+                       challenger_pick="thompson", evict_below=0.99, baseline="task")
+    ch = seed_challenger(session, DISTRACTORS[0])
+    try:
+        outs = run(session, 2)
+    finally:
+        session.close()
+    assert outs[0].metrics["challengers"][0]["id"] == ch.id
+    ev = session.ctx.evolver
+    evicted = [o.metrics.get("evicted") for o in outs if o.metrics.get("evicted")]
+    if any(p["proposal"] for o in outs for p in o.proposals):  # reflection proposed something
+        assert evicted and evicted[0] == [ch.id]
+        assert any(d["id"] == ch.id and d["evidence"]["decision"] == "retired-evicted" for d in ev.pool.decided)
+        assert ev.rejected.get(DISTRACTORS[0]) == 1
+    else:
+        pytest.skip("reflection proposed nothing on the CI model in 2 generations")

@@ -135,3 +135,49 @@ def test_config_keeps_half_the_group_for_the_incumbent():
     LoopConfig(selection="in_group", samples_per_task=8, challengers=1, challenger_samples=4).validate()
     with pytest.raises(ConfigError, match="at least half"):
         LoopConfig(selection="in_group", samples_per_task=8, challengers=2, challenger_samples=3).validate()
+
+
+# ---- allocation: Thompson sampling and eviction (challenger_pick = "thompson", evict_below) -------
+
+def test_gaussian_posterior_matches_a_slow_grid_reference():
+    from evolve.prompt.evidence import gaussian_posterior, prob_better
+
+    rng = np.random.default_rng(5)
+    grid = np.linspace(-1.5, 1.5, 30001)
+    for n in (0, 1, 8, 40):
+        d = np.clip(rng.normal(0.05, 0.35, n), -1, 1)
+        logp = -grid**2 / (2 * 0.1**2) - sum((x - grid) ** 2 for x in d) / (2 * 0.12) if n else -grid**2 / 0.02
+        w = np.exp(logp - logp.max())
+        w /= w.sum()
+        mean, sd = gaussian_posterior(d.tolist(), 0.1, 0.12)
+        assert mean == pytest.approx(float(w @ grid), abs=1e-4)
+        assert sd == pytest.approx(float(np.sqrt(w @ (grid - w @ grid) ** 2)), abs=1e-4)
+        assert prob_better(d.tolist(), 0.1, 0.12) == pytest.approx(float(w[grid > 0].sum()), abs=1e-3)
+
+
+def test_thompson_concentrates_on_a_promising_challenger_where_ucb_does_not():
+    rule = EvidenceRule()
+    pool = ChallengerPool(cap=4)
+    lead = _ch("lead")
+    pool.add(lead)
+    lead.evidence.diffs = [0.25, 0.0, 0.25, -0.25, 0.5, 0.0, 0.25, 0.0] * 2  # n=16, mean +0.125
+    for t in ("x", "y", "z"):
+        pool.add(_ch(t))  # new, no data
+    assert pool.pick(1, rule)[0].id != lead.id  # UCB: a new one (bound +1) pre-empts the leader
+    rng = np.random.default_rng(0)
+    share = np.mean([pool.pick_thompson(1, 0.1, rng)[0].id == lead.id for _ in range(2000)])
+    assert share > 0.4  # against 0.25 for an even split over the four
+    assert [c.id for c in pool.pick_thompson(4, 0.1, rng)][0] in {c.id for c in pool.active}
+
+
+def test_weakest_is_the_least_likely_to_win_and_only_below_the_threshold():
+    pool = ChallengerPool(cap=3)
+    a, b, c = _ch("a"), _ch("b"), _ch("c")
+    for x in (a, b, c):
+        pool.add(x)
+    a.evidence.diffs = [-0.25] * 8
+    b.evidence.diffs = [0.0] * 8  # c: no data, never evicted
+    assert pool.weakest(0.1, 0.3).id == a.id
+    assert pool.weakest(0.1, 0.001) is None
+    a.evidence.diffs = [0.25] * 8
+    assert pool.weakest(0.1, 0.6).id == b.id  # P(better) of b is 1/2
