@@ -14,6 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIG = """
 [loop]
 mode = "coupled"
+selection = "gate"  # guided retries run on the gate path (in_group refuses them)
 generations = 2
 seed = 1
 policy = "{policy}"
