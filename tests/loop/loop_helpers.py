@@ -133,3 +133,23 @@ def fingerprints(db: LoopDB, run: str) -> list[dict]:
         return [generation_fingerprint(store, store.resolve_generation(g["name"])) for g in store.lineage(run)]
     finally:
         store.close()
+
+
+def fingerprints_by_index(db: LoopDB, run: str) -> dict[int, dict]:
+    """``fingerprints`` keyed by generation index (a fork's generations keep their own indices)."""
+    from evolve.loop.fingerprint import generation_fingerprint
+
+    store = db.store()
+    try:
+        return {g["index"]: generation_fingerprint(store, store.resolve_generation(g["name"]))
+                for g in store.lineage(run)}
+    finally:
+        store.close()
+
+
+def straight_and_resumed(db: LoopDB, config: Path | str) -> LoopDB:
+    """Run ``config`` 2 generations straight ("straight"), and 1 + resume 1 ("cut")."""
+    db.evolve("run", "--config", str(config), "--name", "straight", "--generations", "2")
+    db.evolve("run", "--config", str(config), "--name", "cut", "--generations", "1")
+    db.evolve("resume", "cut", "--generations", "1")
+    return db

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_multi_turn_loop import fingerprints
+from loop_helpers import fingerprints_by_index, straight_and_resumed
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = """
@@ -45,11 +45,7 @@ def runs(module_loop_db, tmp_path_factory):
         'advantage = "grpo"', 'advantage = "gigpo"'))
     cfg = folder / "guided.toml"
     cfg.write_text(CONFIG.format(policy=policy))
-    db = module_loop_db
-    db.evolve("run", "--config", str(cfg), "--name", "straight", "--generations", "2")
-    db.evolve("run", "--config", str(cfg), "--name", "cut", "--generations", "1")
-    db.evolve("resume", "cut", "--generations", "1")
-    return db
+    return straight_and_resumed(module_loop_db, cfg)
 
 
 def test_guided_samples_are_stored_with_sources_and_audited(runs):
@@ -83,7 +79,7 @@ def test_guided_samples_are_stored_with_sources_and_audited(runs):
 
 
 def test_resume_and_replay_are_hash_equal(runs):
-    straight, cut = fingerprints(runs, "straight"), fingerprints(runs, "cut")
+    straight, cut = fingerprints_by_index(runs, "straight"), fingerprints_by_index(runs, "cut")
     assert sorted(straight) == sorted(cut) == [0, 1, 2]
     for i in straight:
         assert straight[i] == cut[i], f"generation {i}"

@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from evolve.loop.fingerprint import generation_fingerprint
+from loop_helpers import fingerprints_by_index, straight_and_resumed
 
 CONFIG = """
 [loop]
@@ -32,24 +31,11 @@ val_samples = 2
 """
 
 
-def fingerprints(db, run: str) -> dict[int, dict]:
-    store = db.store()
-    try:
-        return {g["index"]: generation_fingerprint(store, store.resolve_generation(g["name"]))
-                for g in store.lineage(run)}
-    finally:
-        store.close()
-
-
 @pytest.fixture(scope="module")
 def runs(module_loop_db, tmp_path_factory):
     cfg = tmp_path_factory.mktemp("cfg") / "repair.toml"
     cfg.write_text(CONFIG)
-    db = module_loop_db
-    db.evolve("run", "--config", str(cfg), "--name", "straight", "--generations", "2")
-    db.evolve("run", "--config", str(cfg), "--name", "cut", "--generations", "1")
-    db.evolve("resume", "cut", "--generations", "1")
-    return db
+    return straight_and_resumed(module_loop_db, cfg)
 
 
 def test_transcripts_are_stored_with_turn_rewards(runs):
@@ -71,7 +57,7 @@ def test_transcripts_are_stored_with_turn_rewards(runs):
 
 
 def test_resume_is_hash_equal_to_the_straight_run(runs):
-    straight, cut = fingerprints(runs, "straight"), fingerprints(runs, "cut")
+    straight, cut = fingerprints_by_index(runs, "straight"), fingerprints_by_index(runs, "cut")
     assert sorted(straight) == sorted(cut) == [0, 1, 2]
     for i in straight:
         assert straight[i] == cut[i], f"generation {i}"
@@ -80,7 +66,7 @@ def test_resume_is_hash_equal_to_the_straight_run(runs):
 def test_fork_and_replay_are_hash_equal(runs):
     runs.evolve("resume", "straight", "--from", "straight:1", "--generations", "1")
     runs.evolve("resume", "cut", "--from", "cut:1", "--generations", "1")
-    straight, cut = fingerprints(runs, "straight"), fingerprints(runs, "cut")
+    straight, cut = fingerprints_by_index(runs, "straight"), fingerprints_by_index(runs, "cut")
     assert straight[3] == cut[3] and straight[3]["n_rollouts"] > 0
     for ref in ("straight:2", "cut:3"):
         proc = runs.evolve("replay", ref, "--json", check=False)

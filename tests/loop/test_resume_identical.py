@@ -7,19 +7,9 @@ EVOLVE_TEST_PG_URL is set)."""
 from __future__ import annotations
 
 import pytest
-from loop_helpers import BACKENDS, CI_CONFIG, kill9_when, make_loop_db
-
-from evolve.loop.fingerprint import generation_fingerprint
+from loop_helpers import BACKENDS, CI_CONFIG, fingerprints, kill9_when, make_loop_db
 
 GENERATIONS = 3  # generation 0 plus three; the kill lands in generation 2
-
-
-def fingerprints(db, run: str) -> list[dict]:
-    store = db.store()
-    try:
-        return [generation_fingerprint(store, store.resolve_generation(g["name"])) for g in store.lineage(run)]
-    finally:
-        store.close()
 
 
 # Every mode on SQLite; on PostgreSQL (when configured) the coupled mode only, for CI time: the modes
