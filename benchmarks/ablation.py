@@ -43,7 +43,12 @@ ARMS = {  # name -> overrides of configs/ablation.toml
     # in-group, evidence concentrated: Thompson allocation, eviction of the least promising
     # challenger when reflection has a new one, task baseline, promotion at a stated 10% rate
     "coupled-ts": {"mode": "coupled", "selection": "in_group", "baseline": "task", "challenger_pick": "thompson",
-                   "evict_below": 0.3, "promote_alpha": 0.1},
+                   "evict_below": 0.3, "promote_alpha": 0.1, "promote_test": "betting", "thompson_variance": "fixed"},
+    # coupled-ts with the sign-flip promotion test (alpha 0.1 over at most 6 looks) and Thompson
+    # allocation on each challenger's own pair variance
+    "coupled-sf": {"mode": "coupled", "selection": "in_group", "baseline": "task", "challenger_pick": "thompson",
+                   "evict_below": 0.3, "promote_alpha": 0.1, "promote_test": "signflip", "promote_looks": 6,
+                   "thompson_variance": "empirical"},
     "coupled-gate": {"mode": "coupled", "selection": "gate", "gate_rule": "signflip", "gate_alpha": 0.2},
     # the gate before the tie fix (best mean validation score of the pool switched the prompt);
     # only reused runs (runs/ablation/*.json imported from an earlier ablation.json)
@@ -56,7 +61,7 @@ ARMS = {  # name -> overrides of configs/ablation.toml
                         "heldout_seed_prompt": True},
 }
 DEFAULT_ARMS = "coupled-ts,coupled-gate,weights-only,prompt-only,random-reward"
-IN_GROUP_ARMS = ("coupled-ts", "coupled", "coupled-task", "coupled-distill")
+IN_GROUP_ARMS = ("coupled-sf", "coupled-ts", "coupled", "coupled-task", "coupled-distill")
 COUPLED_ARMS = IN_GROUP_ARMS + ("coupled-gate", "coupled-gate-ties")
 START_ARM = "weights-only"  # measures the seed's start figure (identical for every arm of a seed)
 SINGLES = ("weights-only", "prompt-only")

@@ -13,6 +13,7 @@ from typing import Any
 
 from evolve.errors import ConfigError
 from evolve.loop.guided import SOURCES
+from evolve.prompt.evidence import TESTS
 
 MODES = ("coupled", "weights", "prompt")
 REWARDS = ("verifier", "random")
@@ -22,6 +23,7 @@ ALL_FAIL_ROUTES = ("reflection", "both")
 DISTILL = ("off", "seed")
 GATE_RULES = ("signflip", "strict")
 PICKS = ("ucb", "thompson")
+THOMPSON_VARIANCES = ("fixed", "empirical")
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,9 @@ class LoopConfig:
     most generations' pairs (evolve/prompt/challengers.py)."""
     thompson_prior_sd: float = 0.1
     """in_group, thompson: prior sd of a challenger's mean paired difference."""
+    thompson_variance: str = "empirical"
+    """in_group, thompson and eviction: variance of one paired difference. "fixed": 0.12 (sd 0.34);
+    "empirical": each challenger's own, shrunk towards 0.12 with 2 pseudo-pairs."""
     evict_below: float | None = 0.3
     """in_group: when reflection has a new proposal and the pool is full, retire ("retired-evicted")
     the measured challenger with the lowest posterior probability of beating the incumbent if that
@@ -68,8 +73,15 @@ class LoopConfig:
     advantage). Default "task": it measured better (benchmarks/results/ablation.json)."""
     promote_alpha: float = 0.1
     """in_group: a challenger no better than the incumbent + ``promote_margin`` is promoted with
-    probability at most this, over any number of generations (an anytime-valid betting test, see
-    evolve/prompt/evidence.py)."""
+    probability at most this, over all its looks (evolve/prompt/evidence.py)."""
+    promote_test: str = "signflip"
+    """in_group: the promotion test. "signflip": exact paired sign-flip test at promote_alpha /
+    promote_looks per look, at most promote_looks looks (null: differences symmetric about the
+    margin); "betting": anytime-valid test by betting, any number of looks (null: mean <= margin),
+    slower to promote."""
+    promote_looks: int = 6
+    """in_group, signflip: generations a challenger is tested in before it is retired ("retired-cap");
+    the divisor of promote_alpha per look (union bound)."""
     promote_margin: float = 0.0
     """in_group: mean paired difference (challenger - incumbent, per task) a challenger must beat."""
     retire_alpha: float = 0.2
@@ -259,7 +271,7 @@ class LoopConfig:
             bad(f"guided_retries must be a list of {', '.join(SOURCES)}, got {self.guided_retries!r}")
         if self.guided_retries and self.selection == "in_group" and self.mode != "weights":
             bad("guided_retries is wired into selection = 'gate' (and mode = 'weights') only")
-        for name in ("challengers", "challenger_pool", "evidence_cap", "heldout_final_samples"):
+        for name in ("challengers", "challenger_pool", "evidence_cap", "heldout_final_samples", "promote_looks"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 bad(f"{name} must be a positive integer, got {value!r}")
@@ -269,7 +281,8 @@ class LoopConfig:
         if self.selection == "in_group" and 2 * self.challengers * per > self.samples_per_task:
             bad(f"challengers x challenger_samples ({self.challengers} x {per}) must leave "
                 f"the incumbent at least half of samples_per_task ({self.samples_per_task})")
-        for name, allowed in (("gate_rule", GATE_RULES), ("challenger_pick", PICKS)):
+        for name, allowed in (("gate_rule", GATE_RULES), ("challenger_pick", PICKS), ("promote_test", TESTS),
+                              ("thompson_variance", THOMPSON_VARIANCES)):
             if getattr(self, name) not in allowed:
                 bad(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         if self.evict_below is not None and not 0 <= self.evict_below < 1:

@@ -28,7 +28,7 @@ from evolve.rollout import Rollout
 
 def evidence_rule(cfg) -> EvidenceRule:
     return EvidenceRule(alpha=cfg.promote_alpha, margin=cfg.promote_margin, alpha_retire=cfg.retire_alpha,
-                        cap=cfg.evidence_cap)
+                        cap=cfg.evidence_cap, test=cfg.promote_test, looks=cfg.promote_looks)
 
 
 def split_group(cfg, n_challengers: int, group_size: int) -> tuple[int, int]:
@@ -95,7 +95,8 @@ def run_in_group(ctx, state, index: int, seeds, tasks, group_size: int, out, tim
     out.metrics["promoted"] = best.id if best is not None else None
 
     tick(progress, "reflect")
-    evictable = cfg.evict_below is not None and ev.pool.weakest(cfg.thompson_prior_sd, cfg.evict_below)
+    evictable = cfg.evict_below is not None and ev.pool.weakest(cfg.thompson_prior_sd, cfg.evict_below,
+                                                                 cfg.thompson_variance == "empirical")
     if ctx.learn_prompt and (ev.pool.room > 0 or evictable):
         _reflect_into_pool(ctx, index, seeds, routing, out, timer)
     out.metrics["pool"] = [{"id": c.id, "n": c.evidence.n, "decision": c.evidence.decision} for c in ev.pool.active]
@@ -104,7 +105,8 @@ def run_in_group(ctx, state, index: int, seeds, tasks, group_size: int, out, tim
 def _pick(pool, cfg, rule, seeds) -> list:
     """This generation's challengers (``challenger_pick``); Thompson draws are seeded per generation."""
     if cfg.challenger_pick == "thompson":
-        return pool.pick_thompson(cfg.challengers, cfg.thompson_prior_sd, np.random.default_rng(seeds.reflect))
+        return pool.pick_thompson(cfg.challengers, cfg.thompson_prior_sd, np.random.default_rng(seeds.reflect),
+                                  cfg.thompson_variance == "empirical")
     return pool.pick(cfg.challengers, rule)
 
 
@@ -117,7 +119,8 @@ def _reflect_into_pool(ctx, index, seeds, routing, out, timer) -> None:
         proposals = ev.propose(parent, traces, random.Random(seeds.reflect))
     for p in proposals:
         if ev.pool.room == 0 and ctx.config.evict_below is not None:
-            weak = ev.pool.weakest(ctx.config.thompson_prior_sd, ctx.config.evict_below)
+            weak = ev.pool.weakest(ctx.config.thompson_prior_sd, ctx.config.evict_below,
+                                   ctx.config.thompson_variance == "empirical")
             if weak is not None:  # make room: the challenger least likely to beat the incumbent leaves
                 weak.evidence.decision = "retired-evicted"
                 ev.resolve(weak, index, evidence_rule(ctx.config))

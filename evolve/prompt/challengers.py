@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evolve.prompt.candidate import Candidate
-from evolve.prompt.evidence import Evidence, EvidenceRule, gaussian_posterior, prob_better, upper_bound
+from evolve.prompt.evidence import PAIR_VAR, Evidence, EvidenceRule, gaussian_posterior, pair_variance, prob_better, upper_bound
 
 
 @dataclass
@@ -91,15 +91,18 @@ class ChallengerPool:
                                           if ic[1].evidence.n else 2.0), ic[0]))
         return [c for _, c in ranked[:k]]
 
-    def pick_thompson(self, k: int, prior_sd: float, rng: np.random.Generator) -> list[Challenger]:
-        """The ``k`` active challengers with the highest posterior draws (one draw each, in pool order)."""
-        draws = [rng.normal(*gaussian_posterior(c.evidence.diffs, prior_sd)) for c in self.active]
+    def pick_thompson(self, k: int, prior_sd: float, rng: np.random.Generator,
+                      empirical: bool = False) -> list[Challenger]:
+        """The ``k`` active challengers with the highest posterior draws (one draw each, in pool order).
+        ``empirical``: each challenger's pair variance is estimated from its differences."""
+        draws = [rng.normal(*gaussian_posterior(c.evidence.diffs, prior_sd, _var(c, empirical))) for c in self.active]
         order = sorted(range(len(self.active)), key=lambda i: (-draws[i], i))
         return [self.active[i] for i in order[:k]]
 
-    def weakest(self, prior_sd: float, below: float) -> Challenger | None:
+    def weakest(self, prior_sd: float, below: float, empirical: bool = False) -> Challenger | None:
         """The measured challenger least likely to beat the incumbent, if that chance is < ``below``."""
-        scored = [(prob_better(c.evidence.diffs, prior_sd), i) for i, c in enumerate(self.active) if c.evidence.n]
+        scored = [(prob_better(c.evidence.diffs, prior_sd, _var(c, empirical)), i)
+                  for i, c in enumerate(self.active) if c.evidence.n]
         if not scored:
             return None
         p, i = min(scored)
@@ -132,3 +135,7 @@ class ChallengerPool:
             pool.active = [Challenger.from_dict(x) for x in d["active"]]
             pool.decided = list(d["decided"])
         return pool
+
+
+def _var(c: Challenger, empirical: bool) -> float:
+    return pair_variance(c.evidence.diffs) if empirical else PAIR_VAR
