@@ -38,6 +38,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from results_io import print_figures, write_results  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+SF = {"selection": "in_group", "baseline": "task", "challenger_pick": "thompson", "evict_below": 0.3,
+      "promote_alpha": 0.1, "promote_test": "signflip", "promote_looks": 6, "thompson_variance": "empirical"}
 ARMS = {  # name -> overrides of configs/ablation.toml
     "coupled": {"mode": "coupled", "selection": "in_group", "baseline": "per_prompt"},
     # in-group, evidence concentrated: Thompson allocation, eviction of the least promising
@@ -45,10 +47,11 @@ ARMS = {  # name -> overrides of configs/ablation.toml
     "coupled-ts": {"mode": "coupled", "selection": "in_group", "baseline": "task", "challenger_pick": "thompson",
                    "evict_below": 0.3, "promote_alpha": 0.1, "promote_test": "betting", "thompson_variance": "fixed"},
     # coupled-ts with the sign-flip promotion test (alpha 0.1 over at most 6 looks) and Thompson
-    # allocation on each challenger's own pair variance
-    "coupled-sf": {"mode": "coupled", "selection": "in_group", "baseline": "task", "challenger_pick": "thompson",
-                   "evict_below": 0.3, "promote_alpha": 0.1, "promote_test": "signflip", "promote_looks": 6,
-                   "thompson_variance": "empirical"},
+    # allocation on each challenger's own pair variance (the embedded defaults since dcb5e66)
+    "coupled-sf": {**SF, "mode": "coupled", "heldout_seed_prompt": True},
+    "coupled-sf2": {**SF, "mode": "coupled", "challengers": 2, "challenger_samples": 2},  # two challengers a group
+    "prompt-only-sf": {**SF, "mode": "prompt"},
+    "random-reward-sf": {**SF, "mode": "coupled", "reward": "random"},
     "coupled-gate": {"mode": "coupled", "selection": "gate", "gate_rule": "signflip", "gate_alpha": 0.2},
     # the gate before the tie fix (best mean validation score of the pool switched the prompt);
     # only reused runs (runs/ablation/*.json imported from an earlier ablation.json)
@@ -61,10 +64,11 @@ ARMS = {  # name -> overrides of configs/ablation.toml
                         "heldout_seed_prompt": True},
 }
 DEFAULT_ARMS = "coupled-ts,coupled-gate,weights-only,prompt-only,random-reward"
-IN_GROUP_ARMS = ("coupled-sf", "coupled-ts", "coupled", "coupled-task", "coupled-distill")
+IN_GROUP_ARMS = ("coupled-sf", "coupled-sf2", "coupled-ts", "coupled", "coupled-task", "coupled-distill")
 COUPLED_ARMS = IN_GROUP_ARMS + ("coupled-gate", "coupled-gate-ties")
 START_ARM = "weights-only"  # measures the seed's start figure (identical for every arm of a seed)
-SINGLES = ("weights-only", "prompt-only")
+SINGLES = ("weights-only", "prompt-only", "prompt-only-sf")  # the best of these is "the best single lever"
+CONTROLS = {"coupled-sf": "random-reward-sf", "coupled-sf2": "random-reward-sf"}  # headline -> its random control
 
 
 def toml_value(v) -> str:
@@ -193,7 +197,7 @@ def summarize(runs: list[dict], headline: str = "coupled") -> tuple[dict, dict]:
         figures[f"{a.replace('-', '_')}_pass_at_1"] = round(table[a]["final_pass@1_mean"], 4)
     singles = [a for a in SINGLES if a in table]
     coupled_arms = [a for a in COUPLED_ARMS if a in table]
-    if len(singles) == 2:
+    if "weights-only" in singles and len(singles) >= 2:
         best = max(singles, key=lambda a: table[a]["final_pass@1_mean"])
         for a in coupled_arms:  # every coupled variant against the best single lever, paired by seed and task
             mean, lo, hi = bootstrap_diff(finals_task[a], finals_task[best])
@@ -217,8 +221,9 @@ def summarize(runs: list[dict], headline: str = "coupled") -> tuple[dict, dict]:
         rs = by_arm[a]
         gains = [r["generations"][-1]["heldout_full"]["pass@1"] - start_figure(runs, s) for s, r in rs.items()]
         table[a]["gain_over_start_mean"] = float(np.nanmean(gains))
-        if a == "random-reward":
-            figures["random_control_gain"] = round(100 * float(np.nanmean(gains)), 2)
+        if a.startswith("random-reward"):
+            key = "random_control_gain" if a == CONTROLS.get(headline, "random-reward") else f"{a.replace('-', '_')}_gain"
+            figures[key] = round(100 * float(np.nanmean(gains)), 2)
     if "weights-only" in table:
         _rollouts_to_match(table, figures, by_arm, coupled_arms, headline)
     return table, figures
