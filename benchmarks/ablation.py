@@ -246,9 +246,26 @@ def _rollouts_to_match(table: dict, figures: dict, by_arm: dict, coupled_arms: l
     got = table.get(headline, {}).get("rollouts_to_weights_final") or []
     reached = [g for g in got if g is not None]
     ratio = (float(np.mean(reached)) / budget) if reached and len(reached) == len(got) else None
+    curve = _mean_curve_reach(by_arm.get(headline, {}), target)
     table["rollouts_to_match_weights"] = {"target_subset_pass@1": target, "weights_budget": budget,
-                                          "arm": headline, "reached_at": got, "ratio": ratio}
+                                          "arm": headline, "reached_at": got, "ratio": ratio,
+                                          "mean_curve_reached_at": curve}
     figures["rollouts_to_match_weights_ratio"] = round(ratio, 3) if ratio is not None else "never"
+    figures["rollouts_to_match_weights_ratio_mean_curve"] = round(curve / budget, 3) if curve else "never"
+
+
+def _mean_curve_reach(runs: dict, target: float) -> int | None:
+    """Learning rollouts at which the seeds' mean subset curve first reaches ``target`` (generations
+    are aligned: every arm spends the same rollouts per generation). A second reading of the same
+    question: the per-seed figure above says "never" when one seed's curve misses it."""
+    rs = list(runs.values())
+    if not rs:
+        return None
+    n = min(len(r["generations"]) for r in rs)
+    for i in range(1, n):
+        if np.mean([r["generations"][i]["heldout"]["pass@1"] for r in rs]) >= target - 1e-9:
+            return int(np.mean([r["generations"][i]["rollouts_spent"] for r in rs]))
+    return None
 
 
 def reuse_runs(path: Path, arms: list[str], rename: dict[str, str], out: Path) -> list[str]:

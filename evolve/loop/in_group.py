@@ -5,7 +5,7 @@ Departures from the papers, on purpose:
   keeps the front with GEPA rounds; E-SPL (arXiv 2602.14697) rates M prompts with TrueSkill from
   the same batch. Here the incumbent keeps at least half of each group (the prompt the weights are
   mostly trained and evaluated under), a few challengers share the rest, and a challenger replaces
-  the incumbent only when an anytime-valid paired test says it is better
+  the incumbent only when a paired test with a stated error rate says it is better
   (``evolve.prompt.evidence``), instead of a rating that moves every step.
 - The incumbent and challengers are sampled with the same seed on the same weights (common random
   numbers), so their paired per-task differences are less noisy.

@@ -1,10 +1,12 @@
-"""Accumulating paired evidence for a prompt challenger: an anytime-valid test by betting.
+"""Accumulating paired evidence for a prompt challenger: a sign-flip test with corrected looks
+(the loop's default) or an anytime-valid test by betting.
 
 Each generation a challenger and the incumbent are sampled on the same tasks, so every such
 task gives one paired difference d = (challenger's mean reward) - (incumbent's mean reward)
 in [-1, 1]. The differences of all generations are kept, and after every generation:
 
-- **promote** when the test of H0 "mean d <= margin" rejects at level ``alpha``;
+- **promote** when the test of H0 "mean d <= margin" rejects at level ``alpha`` (betting; the
+  sign-flip rule below tests "d symmetric about the margin" at alpha / looks per look);
 - **retire** when the mirror test of "mean d >= 0" rejects at level ``alpha_retire`` (it is
   losing), or when ``cap`` differences were seen without a decision.
 
