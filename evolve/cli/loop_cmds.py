@@ -46,12 +46,14 @@ class StatusPrinter:
 
 def challenger_text(m: dict) -> str:
     """Each challenger sampled this generation: id, the line it adds, paired tasks, mean difference,
-    anytime-valid bounds, decision; then the pool size and how many proposals joined it."""
+    anytime-valid bounds, the sign-flip p-value against its per-look threshold (signflip test),
+    decision; then the pool size and how many proposals joined it."""
     items = []
     for c in m.get("challengers") or []:
         added = f" +'{c['added'][:40]}'" if c.get("added") else ""
+        p = f" p={c['p']:.4f}/{c['p_threshold']:.4f}" if c.get("p") is not None else ""
         items.append(f"{c['id'][:8]}{added} n={c['n']} Δ={c['mean_diff']:+.3f} "
-                     f"[{c['lower']:+.2f},{c['upper']:+.2f}] {c['decision']}")
+                     f"[{c['lower']:+.2f},{c['upper']:+.2f}]{p} {c['decision']}")
     joined = m.get("accepted", 0)
     head = "; ".join(items) if items else "no challenger sampled"
     return f"challengers: {head} (pool {len(m.get('pool') or [])}, +{joined} new)"

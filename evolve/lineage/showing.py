@@ -88,10 +88,11 @@ def _challenger_table(console, records: list[dict], title: str, first: str) -> N
     from rich.table import Table
     from rich.text import Text
 
-    t = Table(first, "adds", "paired tasks", "mean diff", "bounds", "decision", title=title)
+    t = Table(first, "adds", "paired tasks", "mean diff", "bounds", "p / per-look level", "decision", title=title)
     for c in records:
+        p = f"{c['p']:.4f} / {c['p_threshold']:.4f}" if c.get("p") is not None else "-"
         t.add_row(Text(str(c.get(first, ""))[:12 if first == "id" else 40]), Text(c.get("added", "")[:50]), str(c["n"]),
-                  f"{c['mean_diff']:+.3f}", f"[{c['lower']:+.2f}, {c['upper']:+.2f}]", Text(c["decision"]))
+                  f"{c['mean_diff']:+.3f}", f"[{c['lower']:+.2f}, {c['upper']:+.2f}]", p, Text(c["decision"]))
     console.print(t)
 
 

@@ -26,7 +26,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evolve.prompt.candidate import Candidate
-from evolve.prompt.evidence import PAIR_VAR, Evidence, EvidenceRule, gaussian_posterior, pair_variance, prob_better, upper_bound
+from evolve.prompt.evidence import (
+    PAIR_VAR,
+    Evidence,
+    EvidenceRule,
+    gaussian_posterior,
+    pair_variance,
+    prob_better,
+    upper_bound,
+)
 
 
 @dataclass

@@ -189,6 +189,8 @@ def test_status_line_shows_each_candidate_and_its_evidence():
     line = status_line(3, ig, None, 0.4)
     assert "9c9659e6 +'Include the boundary value k.' n=48 Δ=+0.080 [-0.04,+0.16] active" in line
     assert "all-fail tasks 0.25" in line and "pool 2, +1 new" in line
+    ig["challengers"][0].update(p=0.0137, p_threshold=0.0167, decision="promoted")  # the sign-flip test
+    assert "[-0.04,+0.16] p=0.0137/0.0167 promoted" in status_line(3, ig, None, 0.4)
     gate = {**base, "selection": "gate", "accepted": 1, "proposals": 2,
             "gate": [{"id": "abcdef12", "kind": "add-lesson", "added": "Use // for integer division.",
                       "minibatch": [0.25, 0.5], "val": [0.4, 0.45], "accepted": True, "skipped": None},

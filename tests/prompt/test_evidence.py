@@ -82,10 +82,11 @@ def test_margin_makes_promotion_harder():
     assert not rejects_at_most(d, 0.2, 0.05)
 
 
-def test_random_reward_control_can_promote_at_about_the_error_rate():
+@pytest.mark.parametrize("test", ["betting", "signflip"])
+def test_random_reward_control_can_promote_at_about_the_error_rate(test):
     """Under the random-reward control both arms get independent Bernoulli(0.5) rewards: a
     challenger can be promoted by chance, and no more often than alpha."""
-    rule = EvidenceRule(alpha=0.05, cap=240)
+    rule = EvidenceRule(alpha=0.05, cap=240, test=test, looks=6)
     rng = np.random.default_rng(4)
     promoted = 0
     for _ in range(1500):
@@ -181,3 +182,95 @@ def test_weakest_is_the_least_likely_to_win_and_only_below_the_threshold():
     assert pool.weakest(0.1, 0.001) is None
     a.evidence.diffs = [0.25] * 8
     assert pool.weakest(0.1, 0.6).id == b.id  # P(better) of b is 1/2
+
+
+# ---- the sign-flip rule (test = "signflip", the loop's default) ---------------------------------
+
+def coupled_trial(rng, rule, effect=0.0, share=1.0, generations=30, tasks=8, n=4):
+    """Like ``trial`` but with common random numbers, as the loop samples: one uniform per sample
+    decides both prompts' outcomes, so a line that changes nothing gives d = 0 and a lesson's
+    differences are mostly 0 or positive."""
+    ev = Evidence()
+    for _ in range(generations):
+        diffs = []
+        for _ in range(tasks):
+            p = rng.uniform(0.0, 0.7)
+            q = min(1.0, max(0.0, p + (effect if rng.random() < share else 0.0)))
+            u = rng.random(n)
+            diffs.append(float(np.mean(u < q) - np.mean(u < p)))
+        if rule.decide(ev, diffs) != "active":
+            break
+    return ev
+
+
+def test_signflip_distractors_are_promoted_no_more_often_than_alpha_over_all_looks():
+    rule = EvidenceRule(alpha=0.1, test="signflip", looks=6, cap=240)
+    rng = np.random.default_rng(10)
+    trials = [trial(rng, rule) for _ in range(1000)]  # independent samples: symmetric, never all 0
+    rate = np.mean([t.decision == "promoted" for t in trials])
+    assert rate <= rule.alpha
+    assert all(len(t.per_generation) <= 6 for t in trials)  # retired at the look cap
+    # not vacuous: without the correction for looks (each look at alpha) chance winners get through
+    naive = EvidenceRule(alpha=0.6, test="signflip", looks=6, cap=240)  # 0.6 / 6 = 0.1 per look
+    rng = np.random.default_rng(10)
+    assert np.mean([trial(rng, naive).decision == "promoted" for _ in range(1000)]) > rule.alpha
+
+
+def test_signflip_promotes_a_small_consistent_lesson_sooner_than_betting():
+    """The regime of ablation.json: a lesson worth +0.15 on half the tasks, under common random
+    numbers. Both rules at alpha 0.1; the sign-flip rule decides in fewer looks."""
+    sf = EvidenceRule(alpha=0.1, test="signflip", looks=6, cap=240)
+    bet = EvidenceRule(alpha=0.1, cap=240)
+    looks = {}
+    for name, rule in (("sf", sf), ("bet", bet)):
+        rng = np.random.default_rng(11)
+        trials = [coupled_trial(rng, rule, effect=0.15, share=0.5) for _ in range(200)]
+        assert np.mean([t.decision == "promoted" for t in trials]) >= 0.9
+        looks[name] = np.median([len(t.per_generation) for t in trials if t.decision == "promoted"])
+    assert looks["sf"] <= 3 and looks["bet"] >= 2 * looks["sf"]  # measured: 3 and 7
+
+
+def test_signflip_retires_losing_and_at_the_look_cap():
+    rule = EvidenceRule(alpha=0.1, test="signflip", looks=3)
+    ev = Evidence()
+    assert rule.decide(ev, [-0.25, -0.5, 0.0, -0.25, -0.25, 0.0, -0.5, -0.25]) == "retired-losing"
+    ev = Evidence()
+    assert rule.decide(ev, [0.0] * 8) == "active"
+    assert rule.decide(ev, [0.25, -0.25] * 4) == "active"
+    assert rule.decide(ev, [0.0] * 8) == "retired-cap"  # third look
+    summary = ev.summary(rule)
+    assert summary["p"] > summary["p_threshold"] == pytest.approx(0.1 / 3, abs=1e-5)
+
+
+def test_pair_variance_shrinks_towards_the_prior():
+    from evolve.prompt.evidence import PAIR_VAR, pair_variance
+
+    assert pair_variance([]) == pytest.approx(PAIR_VAR)
+    assert pair_variance([0.0] * 8) == pytest.approx(2 * PAIR_VAR / 9)
+    d = [0.25, 0.0, 0.5, 0.0]
+    assert pair_variance(d) == pytest.approx((np.var(d) * 4 + 2 * PAIR_VAR) / (3 + 2))
+
+
+def test_empirical_variance_concentrates_thompson_on_a_consistent_lesson():
+    """A lesson whose differences are small but consistent (common random numbers) against three
+    new challengers: with its own variance Thompson samples it most generations."""
+    pool = ChallengerPool(cap=4)
+    lead = _ch("lead")
+    pool.add(lead)
+    lead.evidence.diffs = [0.25, 0.0, 0.0, 0.125, 0.0, 0.25, 0.0, 0.125] * 2  # n=16, mean +0.094
+    for t in ("x", "y", "z"):
+        pool.add(_ch(t))
+    shares = {}
+    for empirical in (False, True):
+        rng = np.random.default_rng(0)
+        shares[empirical] = np.mean([pool.pick_thompson(1, 0.1, rng, empirical)[0].id == lead.id
+                                     for _ in range(2000)])
+    assert shares[True] > shares[False] + 0.07  # measured: 0.50 against 0.39
+
+
+def test_config_rejects_an_unknown_promotion_test():
+    from evolve.errors import ConfigError
+    from evolve.loop.config import LoopConfig
+
+    with pytest.raises(ConfigError, match="promote_test must be one of betting, signflip"):
+        LoopConfig(promote_test="ttest").validate()
