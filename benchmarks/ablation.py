@@ -49,6 +49,9 @@ ARMS = {  # name -> overrides of configs/ablation.toml
     # coupled-ts with the sign-flip promotion test (alpha 0.1 over at most 6 looks) and Thompson
     # allocation on each challenger's own pair variance (the embedded defaults since dcb5e66)
     "coupled-sf": {**SF, "mode": "coupled", "heldout_seed_prompt": True},
+    # coupled-sf + context distillation into the seed prompt (experimental; "does the model still
+    # need the prompt?": held-out under the seed prompt is measured too)
+    "coupled-sf-distill": {**SF, "mode": "coupled", "distill": "seed", "heldout_seed_prompt": True},
     "coupled-sf2": {**SF, "mode": "coupled", "challengers": 2, "challenger_samples": 2},  # two challengers a group
     "prompt-only-sf": {**SF, "mode": "prompt"},
     "random-reward-sf": {**SF, "mode": "coupled", "reward": "random"},
@@ -64,11 +67,11 @@ ARMS = {  # name -> overrides of configs/ablation.toml
                         "heldout_seed_prompt": True},
 }
 DEFAULT_ARMS = "coupled-ts,coupled-gate,weights-only,prompt-only,random-reward"
-IN_GROUP_ARMS = ("coupled-sf", "coupled-sf2", "coupled-ts", "coupled", "coupled-task", "coupled-distill")
+IN_GROUP_ARMS = ("coupled-sf", "coupled-sf-distill", "coupled-sf2", "coupled-ts", "coupled", "coupled-task", "coupled-distill")
 COUPLED_ARMS = IN_GROUP_ARMS + ("coupled-gate", "coupled-gate-ties")
 START_ARM = "weights-only"  # measures the seed's start figure (identical for every arm of a seed)
 SINGLES = ("weights-only", "prompt-only", "prompt-only-sf")  # the best of these is "the best single lever"
-CONTROLS = {"coupled-sf": "random-reward-sf", "coupled-sf2": "random-reward-sf"}  # headline -> its random control
+CONTROLS = {"coupled-sf": "random-reward-sf", "coupled-sf2": "random-reward-sf", "coupled-sf-distill": "random-reward-sf"}  # headline -> its random control
 
 
 def toml_value(v) -> str:
