@@ -317,6 +317,8 @@ def main() -> None:
     ap.add_argument("--out", default=str(REPO / "runs" / "ablation"))
     ap.add_argument("--plan", default=None, help="explicit run order SEED:ARM,... (instead of seeds x arms)")
     ap.add_argument("--summarize-only", action="store_true")
+    ap.add_argument("--results-name", default="ablation",
+                    help="benchmarks/results/NAME.json (ablation_smollm2 for configs/ablation-smollm2.toml)")
     ap.add_argument("--headline-arm", default="coupled-ts", help="the coupled arm of the headline figures")
     ap.add_argument("--reuse", default=None, help="an earlier ablation.json to take finished runs from")
     ap.add_argument("--reuse-arms", default="weights-only,prompt-only,random-reward,coupled,coupled-task,"
@@ -350,7 +352,7 @@ def main() -> None:
                   f"{row['final_pass@1_sd']:.3f}  pass@8 {row['final_pass@8_mean']:.3f}  seeds {row['seeds']}  "
                   f"reach {row.get('rollouts_to_weights_final')}")
     batches = record_batch(out, args, plan, reused, started_at)
-    write_results("ablation", args={"batches": batches}, results={"runs": runs, "summary": table}, figures=figures)
+    write_results(args.results_name, args={"batches": batches}, results={"runs": runs, "summary": table}, figures=figures)
     print_figures(figures)
 
 

