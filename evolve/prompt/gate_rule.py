@@ -55,12 +55,19 @@ def signflip_pvalue(diffs, margin: float = 0.0) -> float:
     return float((1 + hits.sum()) / (1 + hits.size))  # Monte Carlo: the estimate that stays valid
 
 
-@functools.lru_cache(maxsize=32)
 def _signs(n: int) -> np.ndarray:
     """Every sign pattern of n tasks (exact), or beyond ``EXACT_MAX`` a seeded Monte Carlo sample
     (so a decision replays identically)."""
-    if n <= EXACT_MAX:
-        return np.array(list(itertools.product((1.0, -1.0), repeat=n)))
+    return _exact_signs(n) if n <= EXACT_MAX else _mc_signs(n)
+
+
+@functools.lru_cache(maxsize=EXACT_MAX + 1)
+def _exact_signs(n: int) -> np.ndarray:
+    return np.array(list(itertools.product((1.0, -1.0), repeat=n)))
+
+
+@functools.lru_cache(maxsize=4)  # up to 20000 x n floats each: few are kept, the rest are redrawn (seeded)
+def _mc_signs(n: int) -> np.ndarray:
     return np.random.default_rng(0).choice((1.0, -1.0), size=(_MC_DRAWS, n))
 
 
