@@ -8,7 +8,24 @@ The controller (evolve.loop) does not know which one it got: it calls verify_bat
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from evolve.cluster.config import ClusterConfig
+
+
+class ClusterBackend(Protocol):
+    """Where verification and rollouts run. A backend is built as ``cls(config, store, say)``."""
+
+    name: str
+
+    def verifier(self, pipeline: str | None, jobs: int, allow_weak: bool):
+        """The object the loop verifies with (``verify_batch``, ``close``)."""
+
+    def attach(self, policy) -> None:
+        """Move the policy's generation onto this backend (or leave it where it is)."""
+
+    def close(self) -> None:
+        """Release what ``verifier`` and ``attach`` started."""
 
 
 class LocalBackend:
@@ -79,6 +96,6 @@ class RayBackend:
 BACKENDS = {"local": LocalBackend, "ray": RayBackend}
 
 
-def open_cluster(config: ClusterConfig | None, store, say):
+def open_cluster(config: ClusterConfig | None, store, say) -> ClusterBackend:
     config = config or ClusterConfig()
     return BACKENDS[config.backend](config, store, say)

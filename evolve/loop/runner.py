@@ -31,6 +31,7 @@ from evolve.util.repro import seed_everything
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from evolve.cluster import ClusterBackend
     from evolve.lineage import LineageStore
     from evolve.policy import PolicySpec
     from evolve.prompt.recorder import LMRecorder
@@ -46,7 +47,7 @@ class Session:
     spec: PolicySpec
     recorder: LMRecorder  # a BufferRecorder in a live session (commit flushes it); replay's never commits
     say: Callable[[str], None]  # status lines
-    cluster: object = None  # evolve.cluster backend (local or ray)
+    cluster: ClusterBackend | None = None  # where verification and rollouts run (local or ray)
 
     def close(self) -> None:
         self.ctx.verifier.close()
