@@ -52,6 +52,10 @@ ARMS = {  # name -> overrides of configs/ablation.toml
     # coupled-sf + context distillation into the seed prompt (experimental; "does the model still
     # need the prompt?": held-out under the seed prompt is measured too)
     "coupled-sf-distill": {**SF, "mode": "coupled", "distill": "seed", "heldout_seed_prompt": True},
+    # coupled-sf stopped at half the budget: its full held-out figure against weights-only's at
+    # the whole budget is the direct reading of "reaches weights-only's final with half the rollouts"
+    # (the budget only stops the run: its 8 generations are those of coupled-sf)
+    "coupled-sf-half": {**SF, "mode": "coupled", "max_rollouts": 512},
     "coupled-sf2": {**SF, "mode": "coupled", "challengers": 2, "challenger_samples": 2},  # two challengers a group
     "prompt-only-sf": {**SF, "mode": "prompt"},
     "random-reward-sf": {**SF, "mode": "coupled", "reward": "random"},
@@ -71,6 +75,7 @@ IN_GROUP_ARMS = ("coupled-sf", "coupled-sf-distill", "coupled-sf2", "coupled-ts"
 COUPLED_ARMS = IN_GROUP_ARMS + ("coupled-gate", "coupled-gate-ties")
 START_ARM = "weights-only"  # measures the seed's start figure (identical for every arm of a seed)
 SINGLES = ("weights-only", "prompt-only", "prompt-only-sf")  # the best of these is "the best single lever"
+HALF_BUDGET = {"coupled-sf": "coupled-sf-half"}  # headline -> the same arm at half the budget
 CONTROLS = {"coupled-sf": "random-reward-sf", "coupled-sf2": "random-reward-sf", "coupled-sf-distill": "random-reward-sf"}  # headline -> its random control
 
 
@@ -216,6 +221,12 @@ def summarize(runs: list[dict], headline: str = "coupled") -> tuple[dict, dict]:
             figures["coupled_minus_best_single_ci95_low"] = round(100 * row["ci95"][0], 2)
             figures["coupled_minus_best_single_ci95_high"] = round(100 * row["ci95"][1], 2)
             figures["seeds_paired"] = len(row["seeds_paired"])
+    half = HALF_BUDGET.get(headline)
+    if half in table and "weights-only" in table:
+        mean, lo, hi = bootstrap_diff(finals_task[half], finals_task["weights-only"])
+        table["half_budget_minus_weights_final"] = {"arm": half, "mean": mean, "ci95": [lo, hi]}
+        figures["coupled_half_budget_minus_weights_final"] = round(100 * mean, 2)
+        figures["coupled_half_budget_minus_weights_final_ci95_low"] = round(100 * lo, 2)
     if "coupled-gate" in table and headline in table and headline != "coupled-gate":
         mean, lo, hi = bootstrap_diff(finals_task[headline], finals_task["coupled-gate"])
         table["in_group_minus_gate"] = {"arm": headline, "mean": mean, "ci95": [lo, hi]}

@@ -62,8 +62,9 @@ def render_tree(run: str, nodes: list[dict]):
             text += f"  [dim]gens {gens}[/dim]"
         ev = n.get("evidence")
         if ev:  # in-group selection: paired evidence against the incumbent, as of its last generation
+            p = f" p={ev['p']:.4f}/{ev['p_threshold']:.4f}" if ev.get("p") is not None else ""
             text += (f"\n  evidence n={ev['n']} mean diff {ev['mean_diff']:+.3f} bounds [{ev['lower']:+.2f}, "
-                     f"{ev['upper']:+.2f}] {ev['decision']} ({ev['generation']})")
+                     f"{ev['upper']:+.2f}]{p} {ev['decision']} ({ev['generation']})")
         if n["rationale"]:
             text += f"\n[dim]{n['rationale'][:160]}[/dim]"
         return text

@@ -5,6 +5,7 @@ what ``policy.update`` was given (and still calls the real update)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -127,10 +128,16 @@ def test_max_rollouts_is_never_overshot(tiny_model_dir, tmp_path, selection, bud
         session.close()
     spent = [o.metrics["rollouts_spent"] for o in outs]
     if selection == "in_group":  # reflection's challengers were sampled; `evolve prompts` shows their evidence
-        from evolve.prompt.dag import prompt_dag
+        from rich.console import Console
+
+        from evolve.prompt.dag import prompt_dag, render_tree
 
         nodes = prompt_dag(session.store, "r")
         assert any(n["evidence"] and n["evidence"]["n"] > 0 for n in nodes)
+        console = Console(width=200, record=True)
+        console.print(render_tree("r", nodes))
+        text = console.export_text()
+        assert re.search(r"evidence n=\d+ mean diff [+-][\d.]+ bounds \[.*\] p=[\d.]+/0\.0167 ", text)  # p / level
     assert spent[-1] == budget and all(s <= budget for s in spent)
     learning = [sum(1 for r in o.rollouts if r.purpose != "heldout") for o in outs]
     assert [b - a for a, b in zip([0, *spent[:-1]], spent, strict=True)] == learning  # every learning rollout is counted
