@@ -56,6 +56,8 @@ ARMS = {  # name -> overrides of configs/ablation.toml
     # the whole budget is the direct reading of "reaches weights-only's final with half the rollouts"
     # (the budget only stops the run: its 8 generations are those of coupled-sf)
     "coupled-sf-half": {**SF, "mode": "coupled", "max_rollouts": 512},
+    # which half of the change matters: the sign-flip test with the old fixed pair variance
+    "coupled-sf-fixedvar": {**SF, "mode": "coupled", "thompson_variance": "fixed"},
     "coupled-sf2": {**SF, "mode": "coupled", "challengers": 2, "challenger_samples": 2},  # two challengers a group
     "prompt-only-sf": {**SF, "mode": "prompt"},
     "random-reward-sf": {**SF, "mode": "coupled", "reward": "random"},
@@ -71,7 +73,7 @@ ARMS = {  # name -> overrides of configs/ablation.toml
                         "heldout_seed_prompt": True},
 }
 DEFAULT_ARMS = "coupled-ts,coupled-gate,weights-only,prompt-only,random-reward"
-IN_GROUP_ARMS = ("coupled-sf", "coupled-sf-distill", "coupled-sf2", "coupled-ts", "coupled", "coupled-task", "coupled-distill")
+IN_GROUP_ARMS = ("coupled-sf", "coupled-sf-distill", "coupled-sf-fixedvar", "coupled-sf2", "coupled-ts", "coupled", "coupled-task", "coupled-distill")
 COUPLED_ARMS = IN_GROUP_ARMS + ("coupled-gate", "coupled-gate-ties")
 START_ARM = "weights-only"  # measures the seed's start figure (identical for every arm of a seed)
 SINGLES = ("weights-only", "prompt-only", "prompt-only-sf")  # the best of these is "the best single lever"
