@@ -229,6 +229,7 @@ def summarize(runs: list[dict], headline: str = "coupled") -> tuple[dict, dict]:
         table["half_budget_minus_weights_final"] = {"arm": half, "mean": mean, "ci95": [lo, hi]}
         figures["coupled_half_budget_minus_weights_final"] = round(100 * mean, 2)
         figures["coupled_half_budget_minus_weights_final_ci95_low"] = round(100 * lo, 2)
+        figures["coupled_half_budget_minus_weights_final_ci95_high"] = round(100 * hi, 2)
     if "coupled-gate" in table and headline in table and headline != "coupled-gate":
         mean, lo, hi = bootstrap_diff(finals_task[headline], finals_task["coupled-gate"])
         table["in_group_minus_gate"] = {"arm": headline, "mean": mean, "ci95": [lo, hi]}

@@ -80,9 +80,16 @@ LABELS: dict[str, dict[str, str]] = {
         "rollouts_to_match_weights_ratio": "ablation: rollouts to reach weights-only's final, coupled ÷ weights-only "
                                            "(every seed must reach it)",
         "rollouts_to_match_weights_ratio_mean_curve": "  the same on the seeds' mean curve",
+        "coupled_half_budget_minus_weights_final": "ablation: coupled at half the budget − weights-only at the whole, "
+                                                   "full held-out pass@1 points",
+        "coupled_half_budget_minus_weights_final_ci95_low": "  95% bootstrap interval, low",
+        "coupled_half_budget_minus_weights_final_ci95_high": "  95% bootstrap interval, high",
         "random_control_gain": "ablation: random-reward control (same selection settings), gain over the start, points",
         "weights_only_pass_at_1": "ablation: weights-only final held-out pass@1",
         "coupled_sf_pass_at_1": "ablation: coupled (in-group, sign-flip test, the default) final held-out pass@1",
+        "coupled_sf_distill_pass_at_1": "ablation: coupled (default + context distillation, experimental) final held-out pass@1",
+        "coupled_sf_fixedvar_pass_at_1": "ablation: coupled (default with the fixed pair variance) final held-out pass@1",
+        "coupled_sf_half_pass_at_1": "ablation: coupled (default) stopped at half the budget, final held-out pass@1",
         "prompt_only_sf_pass_at_1": "ablation: prompt-only (same selection settings) final held-out pass@1",
         "random_reward_sf_pass_at_1": "ablation: random-reward control final held-out pass@1",
         "coupled_gate_minus_best_single": "ablation: coupled (gate, paired test, never on a tie) − best single lever, points",
