@@ -101,6 +101,16 @@ LABELS: dict[str, dict[str, str]] = {
         "prompt_only_pass_at_1": "ablation: prompt-only (betting test, UCB) final held-out pass@1",
         "random_reward_pass_at_1": "ablation: random-reward control (betting test, UCB) final held-out pass@1",
     },
+    "ablation_fresh": {
+        "coupled_minus_best_single": "ablation replicated on fresh seeds 5–9 (default vs weights-only), points",
+        "coupled_minus_best_single_ci95_low": "  95% bootstrap interval, low",
+        "coupled_minus_best_single_ci95_high": "  95% bootstrap interval, high",
+        "weights_only_pass_at_1": "  fresh seeds: weights-only final held-out pass@1",
+        "coupled_sf_pass_at_1": "  fresh seeds: coupled (default) final held-out pass@1",
+        "prompt_only_sf_pass_at_1": "  fresh seeds: prompt-only final held-out pass@1",
+        "rollouts_to_match_weights_ratio_mean_curve": "  fresh seeds: rollouts to reach weights-only's final, mean curve",
+        "rollouts_to_match_weights_ratio": "  fresh seeds: the same, every seed",
+    },
     "ablation_smollm2": {
         "weights_only_pass_at_1": "SmolLM2 ablation (1 seed, 64 rollouts): weights-only final held-out pass@1",
         "coupled_sf_pass_at_1": "SmolLM2 ablation: coupled (in-group, default settings) final held-out pass@1",
@@ -146,8 +156,9 @@ LABELS: dict[str, dict[str, str]] = {
         "weight_sync_s": "Ray: weight sync to 2 rollout actors",
     },
 }
-ORDER = ["grpo_step", "verify_throughput", "lineage_scale", "bootstrap", "hard_tier", "ablation",
-         "ablation_smollm2", "humaneval_agreement", "smollm2_run", "generate", "ui_scale", "agents", "agents_seed1", "scale"]
+ORDER = ["grpo_step", "verify_throughput", "lineage_scale", "bootstrap", "hard_tier", "ablation", "ablation_fresh",
+         "ablation_smollm2", "humaneval_agreement", "smollm2_run", "generate", "ui_scale", "agents", "agents_seed1",
+         "scale"]
 
 
 def fmt(key: str, value) -> str:
