@@ -293,8 +293,9 @@ def _gate_one(ctx, proposal, parent: _Parent, mb_tasks, on_policy, evaluate, see
         return
     if parent.val is None:
         parent.val = evaluate(parent.candidate, ctx.val_tasks, cfg.val_samples, seeds.reflect + 1)
-        ev.observe_val(parent.candidate, task_scores(parent.val), metric_calls=len(parent.val))
-        parent.bar = float(np.mean(list(task_scores(parent.val).values())))
+        parent_scores = task_scores(parent.val)
+        ev.observe_val(parent.candidate, parent_scores, metric_calls=len(parent.val))
+        parent.bar = float(np.mean(list(parent_scores.values())))
         if cfg.promotion == "noninferior":
             parent.bar -= cfg.noninferior_tolerance
         on_policy[parent.candidate.id] = on_policy[parent.candidate.id] + parent.val
@@ -304,14 +305,14 @@ def _gate_one(ctx, proposal, parent: _Parent, mb_tasks, on_policy, evaluate, see
     val_scores = task_scores(cand_val)
     ev.observe_val(proposal.candidate, val_scores, metric_calls=len(cand_val))
     val_mean = float(np.mean(list(val_scores.values())))
-    beats, evidence = gate_passes(val_scores, task_scores(parent.val), cfg.gate_rule, cfg.gate_alpha,
-                                  cfg.gate_margin)
+    parent_val = task_scores(parent.val)
+    beats, evidence = gate_passes(val_scores, parent_val, cfg.gate_rule, cfg.gate_alpha, cfg.gate_margin)
     better = val_mean >= parent.bar if cfg.promotion == "noninferior" else val_mean > parent.bar
     if beats and better:
         ev.promote(proposal.candidate)
         parent.bar = val_mean
     on_policy[proposal.candidate.id] = rolls + cand_val
-    record.update(accepted=True, val=val_scores, parent_val=task_scores(parent.val),
+    record.update(accepted=True, val=val_scores, parent_val=parent_val,
                   gate={**evidence, "promoted": beats and better})
 
 

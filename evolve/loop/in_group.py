@@ -22,7 +22,7 @@ import numpy as np
 from evolve.loop.distill import distill_groups
 from evolve.loop.rollouts import roll_out, task_scores, verify
 from evolve.loop.routing import group_by_baseline, route, turn_level
-from evolve.prompt.evidence import EvidenceRule
+from evolve.prompt.evidence import EvidenceRule, log_wealth
 from evolve.rollout import Rollout
 
 
@@ -87,7 +87,7 @@ def run_in_group(ctx, state, index: int, seeds, tasks, group_size: int, out, tim
             records.append({"id": c.id, "kind": c.kind, "added": _added_text(ev, c), "samples": len(ch_rolls[c.id]),
                             **c.evidence.summary(rule)})
         promoted = [c for c in picked if c.evidence.decision == "promoted"]
-        best = max(promoted, key=lambda c: c.evidence.summary(rule)["log_wealth"], default=None)
+        best = max(promoted, key=lambda c: log_wealth(c.evidence.diffs, rule.margin), default=None)
         for c in picked:
             if c.evidence.decision.startswith("retired") or c is best:
                 ev.resolve(c, index, rule)
@@ -95,9 +95,7 @@ def run_in_group(ctx, state, index: int, seeds, tasks, group_size: int, out, tim
     out.metrics["promoted"] = best.id if best is not None else None
 
     tick(progress, "reflect")
-    evictable = cfg.evict_below is not None and ev.pool.weakest(cfg.thompson_prior_sd, cfg.evict_below,
-                                                                 cfg.thompson_variance == "empirical")
-    if ctx.learn_prompt and (ev.pool.room > 0 or evictable):
+    if ctx.learn_prompt and (ev.pool.room > 0 or _weakest(ev.pool, cfg) is not None):
         _reflect_into_pool(ctx, index, seeds, routing, out, timer)
     out.metrics["pool"] = [{"id": c.id, "n": c.evidence.n, "decision": c.evidence.decision} for c in ev.pool.active]
 
@@ -110,6 +108,13 @@ def _pick(pool, cfg, rule, seeds) -> list:
     return pool.pick(cfg.challengers, rule)
 
 
+def _weakest(pool, cfg):
+    """The challenger eviction would retire now (``evict_below``), or None."""
+    if cfg.evict_below is None:
+        return None
+    return pool.weakest(cfg.thompson_prior_sd, cfg.evict_below, cfg.thompson_variance == "empirical")
+
+
 def _reflect_into_pool(ctx, index, seeds, routing, out, timer) -> None:
     """Reflection on the current incumbent's routed failures (and successes for contrast)."""
     ev = ctx.evolver
@@ -118,9 +123,8 @@ def _reflect_into_pool(ctx, index, seeds, routing, out, timer) -> None:
     with timer.phase("reflect"):
         proposals = ev.propose(parent, traces, random.Random(seeds.reflect))
     for p in proposals:
-        if ev.pool.room == 0 and ctx.config.evict_below is not None:
-            weak = ev.pool.weakest(ctx.config.thompson_prior_sd, ctx.config.evict_below,
-                                   ctx.config.thompson_variance == "empirical")
+        if ev.pool.room == 0:
+            weak = _weakest(ev.pool, ctx.config)
             if weak is not None:  # make room: the challenger least likely to beat the incumbent leaves
                 weak.evidence.decision = "retired-evicted"
                 ev.resolve(weak, index, evidence_rule(ctx.config))

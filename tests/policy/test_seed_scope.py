@@ -13,11 +13,15 @@ def _texts(groups):
     return [[(s.text, s.completion_ids) for s in g] for g in groups]
 
 
+def _backend_and_prompts(policy: str, scope: str, n: int):
+    spec = PolicySpec.from_toml(policy)
+    assert spec.sampling.seed_scope == scope
+    prompts = [render_messages({"system": "Write f."}, t) for t in load_gym("train", seed=0, n=n)]
+    return load_policy(spec).backend, prompts
+
+
 def test_task_streams_do_not_depend_on_the_split(tiny_model_dir):
-    spec = PolicySpec.from_toml("policies/tiny-coder-ci-task.toml")
-    assert spec.sampling.seed_scope == "task"
-    backend = load_policy(spec).backend
-    prompts = [render_messages({"system": "Write f."}, t) for t in load_gym("train", seed=0, n=5)]
+    backend, prompts = _backend_and_prompts("policies/tiny-coder-ci-task.toml", "task", 5)
     whole = _texts(backend.generate(prompts, 3, 11))
     split = _texts(backend.generate(prompts[:2], 3, 11)) + _texts(backend.generate(prompts[2:], 3, 11, first_task=2))
     assert split == whole
@@ -26,10 +30,7 @@ def test_task_streams_do_not_depend_on_the_split(tiny_model_dir):
 
 
 def test_batch_scope_is_one_stream(tiny_model_dir):
-    spec = PolicySpec.from_toml("policies/tiny-coder-ci.toml")
-    assert spec.sampling.seed_scope == "batch"
-    backend = load_policy(spec).backend
-    prompts = [render_messages({"system": "Write f."}, t) for t in load_gym("train", seed=0, n=4)]
+    backend, prompts = _backend_and_prompts("policies/tiny-coder-ci.toml", "batch", 4)
     whole = _texts(backend.generate(prompts, 3, 11))
     assert _texts(backend.generate(prompts, 3, 11)) == whole
     assert _texts(backend.generate(prompts[2:], 3, 11, first_task=2)) != whole[2:]
