@@ -60,6 +60,11 @@ ARMS = {  # name -> overrides of configs/ablation.toml
     "coupled-sf-fixedvar": {**SF, "mode": "coupled", "thompson_variance": "fixed"},
     "coupled-sf2": {**SF, "mode": "coupled", "challengers": 2, "challenger_samples": 2},  # two challengers a group
     "prompt-only-sf": {**SF, "mode": "prompt"},
+    # coupled-sf with prompt selection scored on the verdict (passed, the unit of pass@1) instead of
+    # the partial-credit reward: a lesson that turns near-misses into passes moves the reward little
+    "coupled-sfp": {**SF, "mode": "coupled", "selection_score": "passed", "heldout_seed_prompt": True},
+    "coupled-sfp-half": {**SF, "mode": "coupled", "selection_score": "passed", "max_rollouts": 512},
+    "prompt-only-sfp": {**SF, "mode": "prompt", "selection_score": "passed"},
     "random-reward-sf": {**SF, "mode": "coupled", "reward": "random"},
     "coupled-gate": {"mode": "coupled", "selection": "gate", "gate_rule": "signflip", "gate_alpha": 0.2},
     # the gate before the tie fix (best mean validation score of the pool switched the prompt);
@@ -73,12 +78,14 @@ ARMS = {  # name -> overrides of configs/ablation.toml
                         "heldout_seed_prompt": True},
 }
 DEFAULT_ARMS = "coupled-ts,coupled-gate,weights-only,prompt-only,random-reward"
-IN_GROUP_ARMS = ("coupled-sf", "coupled-sf-distill", "coupled-sf-fixedvar", "coupled-sf2", "coupled-ts", "coupled", "coupled-task", "coupled-distill")
+IN_GROUP_ARMS = ("coupled-sfp", "coupled-sf", "coupled-sf-distill", "coupled-sf-fixedvar", "coupled-sf2", "coupled-ts", "coupled", "coupled-task", "coupled-distill")
 COUPLED_ARMS = IN_GROUP_ARMS + ("coupled-gate", "coupled-gate-ties")
 START_ARM = "weights-only"  # measures the seed's start figure (identical for every arm of a seed)
-SINGLES = ("weights-only", "prompt-only", "prompt-only-sf")  # the best of these is "the best single lever"
-HALF_BUDGET = {"coupled-sf": "coupled-sf-half"}  # headline -> the same arm at half the budget
-CONTROLS = {"coupled-sf": "random-reward-sf", "coupled-sf2": "random-reward-sf", "coupled-sf-distill": "random-reward-sf"}  # headline -> its random control
+SINGLES = ("weights-only", "prompt-only", "prompt-only-sf", "prompt-only-sfp")  # the best of these is "the best single lever"
+HALF_BUDGET = {"coupled-sf": "coupled-sf-half", "coupled-sfp": "coupled-sfp-half"}  # headline -> the same arm at half the budget
+# under reward = "random" the selection score is the random draw whatever selection_score says, so
+# random-reward-sf is also coupled-sfp's control (the same run)
+CONTROLS = {"coupled-sfp": "random-reward-sf", "coupled-sf": "random-reward-sf", "coupled-sf2": "random-reward-sf", "coupled-sf-distill": "random-reward-sf"}  # headline -> its random control
 
 
 def toml_value(v) -> str:

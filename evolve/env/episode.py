@@ -158,11 +158,17 @@ def run_episodes(env: Environment, policy: Generator, verifier: Verifying, candi
     return groups
 
 
-def task_scores(rollouts: list[Rollout]) -> dict[str, float]:
-    """Mean reward per task (several samples per task smooth noisy scores)."""
+SCORES = ("reward", "passed")
+
+
+def task_scores(rollouts: list[Rollout], by: str = "reward") -> dict[str, float]:
+    """Mean score per task (several samples per task smooth noisy scores): ``by`` "reward" (the
+    learning reward) or "passed" (1 when the verdict passed, the unit of pass@k)."""
+    if by not in SCORES:
+        raise ValueError(f"task_scores by must be one of {SCORES}, got {by!r}")
     sums: dict[str, list[float]] = defaultdict(list)
     for r in rollouts:
-        sums[r.task_id].append(r.reward)
+        sums[r.task_id].append(r.reward if by == "reward" else float(r.passed))
     return {t: float(np.mean(v)) for t, v in sums.items()}
 
 

@@ -24,6 +24,7 @@ DISTILL = ("off", "seed")
 GATE_RULES = ("signflip", "strict")
 PICKS = ("ucb", "thompson")
 THOMPSON_VARIANCES = ("fixed", "empirical")
+SELECTION_SCORES = ("reward", "passed")
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,11 @@ class LoopConfig:
     promote_looks: int = 6
     """in_group, signflip: generations a challenger is tested in before it is retired ("retired-cap");
     the divisor of promote_alpha per look (union bound)."""
+    selection_score: str = "reward"
+    """What prompt selection compares per rollout (in_group's paired differences, the gate's scores):
+    "reward" (the verifier's reward the weights learn from, with partial credit) or "passed" (1 when
+    every check passed: the unit of held-out pass@1). Under reward = "random" both are the control's
+    Bernoulli draw, so the prompt lever sees noise too."""
     promote_margin: float = 0.0
     """in_group: mean paired difference (challenger - incumbent, per task) a challenger must beat."""
     retire_alpha: float = 0.2
@@ -283,7 +289,7 @@ class LoopConfig:
             bad(f"challengers x challenger_samples ({self.challengers} x {per}) must leave "
                 f"the incumbent at least half of samples_per_task ({self.samples_per_task})")
         for name, allowed in (("gate_rule", GATE_RULES), ("challenger_pick", PICKS), ("promote_test", TESTS),
-                              ("thompson_variance", THOMPSON_VARIANCES)):
+                              ("thompson_variance", THOMPSON_VARIANCES), ("selection_score", SELECTION_SCORES)):
             if getattr(self, name) not in allowed:
                 bad(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         if self.evict_below is not None and not 0 <= self.evict_below < 1:
@@ -299,6 +305,11 @@ class LoopConfig:
             bad(f"promote_margin must be in [0, 1), got {self.promote_margin!r}")
         if self.heldout_final_tasks is not None and self.heldout_final_tasks < 0:
             bad("heldout_final_tasks must be >= 0 (0 = all)")
+
+    @property
+    def selection_signal(self) -> str:
+        """``task_scores``' ``by`` for prompt selection: the random control's draw stands in for both."""
+        return "reward" if self.reward == "random" else self.selection_score
 
     @property
     def samples_per_challenger(self) -> int:

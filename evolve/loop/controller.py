@@ -246,7 +246,7 @@ def _evaluate_proposals(ctx, state, parent: Candidate, proposals, routing, tasks
     except _OverBudget:
         out.proposals += [_over_budget(p) for p in proposals]
         return []
-    gate_parent = _Parent(parent, task_scores(parent_mb))
+    gate_parent = _Parent(parent, task_scores(parent_mb, cfg.selection_signal))
     on_policy: dict[str, list[Rollout]] = {parent.id: parent_mb}
     for proposal in proposals:
         try:
@@ -286,14 +286,14 @@ def _gate_one(ctx, proposal, parent: _Parent, mb_tasks, on_policy, evaluate, see
     mean also beats this generation's best so far."""
     cfg, ev = ctx.config, ctx.evolver
     rolls = evaluate(proposal.candidate, mb_tasks, cfg.minibatch_samples, seeds.reflect)
-    scores = task_scores(rolls)
+    scores = task_scores(rolls, cfg.selection_signal)
     record = {"proposal": proposal, "minibatch": scores, "parent_minibatch": parent.scores, "accepted": False}
     out.proposals.append(record)
     if not ev.accept(proposal, scores, parent.scores, metric_calls=len(rolls)):
         return
     if parent.val is None:
         parent.val = evaluate(parent.candidate, ctx.val_tasks, cfg.val_samples, seeds.reflect + 1)
-        parent_scores = task_scores(parent.val)
+        parent_scores = task_scores(parent.val, cfg.selection_signal)
         ev.observe_val(parent.candidate, parent_scores, metric_calls=len(parent.val))
         parent.bar = float(np.mean(list(parent_scores.values())))
         if cfg.promotion == "noninferior":
@@ -302,10 +302,10 @@ def _gate_one(ctx, proposal, parent: _Parent, mb_tasks, on_policy, evaluate, see
     if ev.incumbent is None:  # pin the parent: a validated pool member never switches the prompt by itself
         ev.promote(parent.candidate)
     cand_val = evaluate(proposal.candidate, ctx.val_tasks, cfg.val_samples, seeds.reflect + 1)
-    val_scores = task_scores(cand_val)
+    val_scores = task_scores(cand_val, cfg.selection_signal)
     ev.observe_val(proposal.candidate, val_scores, metric_calls=len(cand_val))
     val_mean = float(np.mean(list(val_scores.values())))
-    parent_val = task_scores(parent.val)
+    parent_val = task_scores(parent.val, cfg.selection_signal)
     beats, evidence = gate_passes(val_scores, parent_val, cfg.gate_rule, cfg.gate_alpha, cfg.gate_margin)
     better = val_mean >= parent.bar if cfg.promotion == "noninferior" else val_mean > parent.bar
     if beats and better:

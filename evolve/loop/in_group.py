@@ -39,9 +39,11 @@ def split_group(cfg, n_challengers: int, group_size: int) -> tuple[int, int]:
     return group_size - n_challengers * per, per
 
 
-def paired_differences(incumbent: list[Rollout], challenger: list[Rollout]) -> tuple[list[float], dict]:
-    """Per task sampled under both: challenger's mean reward - incumbent's; plus the challenger's scores."""
-    inc, ch = task_scores(incumbent), task_scores(challenger)
+def paired_differences(incumbent: list[Rollout], challenger: list[Rollout],
+                       by: str = "reward") -> tuple[list[float], dict]:
+    """Per task sampled under both: challenger's mean score - incumbent's (``by``: "reward" or
+    "passed"); plus the challenger's scores."""
+    inc, ch = task_scores(incumbent, by), task_scores(challenger, by)
     shared = [t for t in inc if t in ch]  # first-seen order of the incumbent's tasks
     return [ch[t] - inc[t] for t in shared], ch
 
@@ -81,7 +83,7 @@ def run_in_group(ctx, state, index: int, seeds, tasks, group_size: int, out, tim
     records = []
     with timer.phase("select_prompt"):
         for c in picked:
-            diffs, scores = paired_differences(inc_rolls, ch_rolls[c.id])
+            diffs, scores = paired_differences(inc_rolls, ch_rolls[c.id], cfg.selection_signal)
             c.scores.update(scores)
             rule.decide(c.evidence, diffs)
             records.append({"id": c.id, "kind": c.kind, "added": _added_text(ev, c), "samples": len(ch_rolls[c.id]),
