@@ -61,10 +61,13 @@ def run(session, generations: int):
     return outs
 
 
-def test_in_group_split_routing_enforced_and_random_control_scores(tiny_model_dir, tmp_path):
-    """Random rewards give mixed, all-fail and all-pass groups even on the CI model."""
+@pytest.mark.parametrize("score", ["reward", "passed"])
+def test_in_group_split_routing_enforced_and_random_control_scores(tiny_model_dir, tmp_path, score):
+    """Random rewards give mixed, all-fail and all-pass groups even on the CI model. The control
+    randomises the prompt lever whatever it scores: the CI model's verdicts are almost all "failed",
+    so a verdict-scored challenger that leaked the real signal would show mean difference 0."""
     session, calls = start(tmp_path, reward="random", selection="in_group", challenger_samples=2, challenger_pool=1,
-                           distill="seed", baseline="per_prompt")
+                           distill="seed", baseline="per_prompt", selection_score=score)
     ch = seed_challenger(session, DISTRACTORS[0])
     try:
         outs = run(session, 2)
@@ -230,3 +233,32 @@ def test_thompson_pick_and_eviction_in_the_real_loop(tiny_model_dir, tmp_path):
         assert ev.rejected.get(DISTRACTORS[0]) == 1
     else:
         pytest.skip("reflection proposed nothing on the CI model in 2 generations")
+
+
+def _scored(prompt: str, task: str, rewards_passed: list[tuple[float, bool]]) -> list[Rollout]:
+    from evolve.verification.types import VerifyResult
+
+    return [Rollout(task, 0, i, prompt, "w", [], "", f"c{i}", result=VerifyResult(task, rw, ok), reward=rw)
+            for i, (rw, ok) in enumerate(rewards_passed)]
+
+
+def test_paired_differences_score_the_verdict_or_the_reward():
+    """A lesson that turns near-misses (reward 0.9, failed) into passes moves the reward a little and
+    the verdict a lot; selection_score picks which one the paired test sees (slow reference below)."""
+    from evolve.loop.in_group import paired_differences
+
+    inc = _scored("I", "a", [(0.9, False), (0.9, False)]) + _scored("I", "b", [(1.0, True), (0.0, False)])
+    ch = _scored("C", "a", [(1.0, True), (0.9, False)]) + _scored("C", "b", [(1.0, True), (0.0, False)])
+
+    def reference(by):
+        def mean(rs, t):
+            vals = [(r.reward if by == "reward" else (1.0 if r.result.passed else 0.0)) for r in rs if r.task_id == t]
+            return sum(vals) / len(vals)
+        return [mean(ch, t) - mean(inc, t) for t in ("a", "b")]
+
+    for by in ("reward", "passed"):
+        diffs, scores = paired_differences(inc, ch, by)
+        assert diffs == pytest.approx(reference(by))
+    assert paired_differences(inc, ch, "passed")[0] == pytest.approx([0.5, 0.0])
+    assert paired_differences(inc, ch, "reward")[0] == pytest.approx([0.05, 0.0])
+
