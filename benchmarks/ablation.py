@@ -38,6 +38,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from results_io import print_figures, write_results  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from evolve.gym.notes import DISTRACTORS  # noqa: E402
+
 SF = {"selection": "in_group", "baseline": "task", "challenger_pick": "thompson", "evict_below": 0.3,
       "promote_alpha": 0.1, "promote_test": "signflip", "promote_looks": 6, "thompson_variance": "empirical"}
 ARMS = {  # name -> overrides of configs/ablation.toml
@@ -65,7 +68,14 @@ ARMS = {  # name -> overrides of configs/ablation.toml
     "coupled-sfp": {**SF, "mode": "coupled", "selection_score": "passed", "heldout_seed_prompt": True},
     "coupled-sfp-half": {**SF, "mode": "coupled", "selection_score": "passed", "max_rollouts": 512},
     "prompt-only-sfp": {**SF, "mode": "prompt", "selection_score": "passed"},
+    # coupled-sfp with faster pool turnover, two ways: at most 3 looks per challenger (alpha/3 per
+    # look), or eviction of a challenger unlikely to beat the incumbent by more than 0.05
+    "coupled-sfp-l3": {**SF, "mode": "coupled", "selection_score": "passed", "promote_looks": 3},
+    "coupled-sfp-em": {**SF, "mode": "coupled", "selection_score": "passed", "evict_margin": 0.05},
     "random-reward-sf": {**SF, "mode": "coupled", "reward": "random"},
+    # coupled-sfp's own control; under reward = "random" selection scores the random draw, so this
+    # must behave exactly as random-reward-sf (measured: the same finals)
+    "random-reward-sfp": {**SF, "mode": "coupled", "reward": "random", "selection_score": "passed"},
     "coupled-gate": {"mode": "coupled", "selection": "gate", "gate_rule": "signflip", "gate_alpha": 0.2},
     # the gate before the tie fix (best mean validation score of the pool switched the prompt);
     # only reused runs (runs/ablation/*.json imported from an earlier ablation.json)
@@ -78,14 +88,12 @@ ARMS = {  # name -> overrides of configs/ablation.toml
                         "heldout_seed_prompt": True},
 }
 DEFAULT_ARMS = "coupled-ts,coupled-gate,weights-only,prompt-only,random-reward"
-IN_GROUP_ARMS = ("coupled-sfp", "coupled-sf", "coupled-sf-distill", "coupled-sf-fixedvar", "coupled-sf2", "coupled-ts", "coupled", "coupled-task", "coupled-distill")
+IN_GROUP_ARMS = ("coupled-sfp", "coupled-sfp-l3", "coupled-sfp-em", "coupled-sf", "coupled-sf-distill", "coupled-sf-fixedvar", "coupled-sf2", "coupled-ts", "coupled", "coupled-task", "coupled-distill")
 COUPLED_ARMS = IN_GROUP_ARMS + ("coupled-gate", "coupled-gate-ties")
 START_ARM = "weights-only"  # measures the seed's start figure (identical for every arm of a seed)
 SINGLES = ("weights-only", "prompt-only", "prompt-only-sf", "prompt-only-sfp")  # the best of these is "the best single lever"
 HALF_BUDGET = {"coupled-sf": "coupled-sf-half", "coupled-sfp": "coupled-sfp-half"}  # headline -> the same arm at half the budget
-# under reward = "random" the selection score is the random draw whatever selection_score says, so
-# random-reward-sf is also coupled-sfp's control (the same run)
-CONTROLS = {"coupled-sfp": "random-reward-sf", "coupled-sf": "random-reward-sf", "coupled-sf2": "random-reward-sf", "coupled-sf-distill": "random-reward-sf"}  # headline -> its random control
+CONTROLS = {"coupled-sfp": "random-reward-sfp", "coupled-sfp-l3": "random-reward-sfp", "coupled-sfp-em": "random-reward-sfp", "coupled-sf": "random-reward-sf", "coupled-sf2": "random-reward-sf", "coupled-sf-distill": "random-reward-sf"}  # headline -> its random control
 
 
 def toml_value(v) -> str:
@@ -184,6 +192,21 @@ def rollouts_to_reach(gens: list[dict], target: float) -> int | None:
     return None
 
 
+def distractor_record(runs) -> dict:
+    """The gym's distractor lines (known to change nothing for the teacher) that were sampled as
+    challengers, and how many of them were promoted (the promotion rule's error rate, in the wild)."""
+    tested = promoted = 0
+    for r in runs:
+        last: dict = {}
+        for g in r["generations"]:
+            for c in g.get("challengers") or []:
+                last[c["id"]] = c
+        hits = [c for c in last.values() if c.get("added") in DISTRACTORS]
+        tested += len(hits)
+        promoted += sum(c["decision"] == "promoted" for c in hits)
+    return {"tested": tested, "promoted": promoted}
+
+
 def summarize(runs: list[dict], headline: str = "coupled") -> tuple[dict, dict]:
     arms = sorted({r["arm"] for r in runs}, key=list(ARMS).index)
     by_arm = {a: {r["seed"]: r for r in runs if r["arm"] == a} for a in arms}
@@ -207,6 +230,7 @@ def summarize(runs: list[dict], headline: str = "coupled") -> tuple[dict, dict]:
                                                   r["generations"][-1]["heldout_full"])["pass@1"] for r in rs.values()],
                     "promotions": [sum(1 for g in r["generations"] if g.get("promoted") or g.get("prompt_changed"))
                                    for r in rs.values()],
+                    "distractors": distractor_record(rs.values()),
                     "wall_s_mean": float(np.mean([r["wall_s"] for r in rs.values()]))}
         finals_task[a] = {s: per_task(r["generations"][-1]) for s, r in rs.items()}
     figures: dict = {}
@@ -230,6 +254,9 @@ def summarize(runs: list[dict], headline: str = "coupled") -> tuple[dict, dict]:
             figures["coupled_minus_best_single_ci95_low"] = round(100 * row["ci95"][0], 2)
             figures["coupled_minus_best_single_ci95_high"] = round(100 * row["ci95"][1], 2)
             figures["seeds_paired"] = len(row["seeds_paired"])
+            d = table[headline]["distractors"]
+            figures["distractors_promoted"] = d["promoted"]
+            figures["distractors_tested"] = d["tested"]
     half = HALF_BUDGET.get(headline)
     if half in table and "weights-only" in table:
         mean, lo, hi = bootstrap_diff(finals_task[half], finals_task["weights-only"])
@@ -271,11 +298,16 @@ def _rollouts_to_match(table: dict, figures: dict, by_arm: dict, coupled_arms: l
     reached = [g for g in got if g is not None]
     ratio = (float(np.mean(reached)) / budget) if reached and len(reached) == len(got) else None
     curve = _mean_curve_reach(by_arm.get(headline, {}), target)
+    # a third reading, paired by seed: each seed's own weights-only final (same held-out subset, same start)
+    own = {s: rollouts_to_reach(r["generations"], w[s]["generations"][-1]["heldout"]["pass@1"])
+           for s, r in by_arm.get(headline, {}).items() if s in w}
+    paired = float(np.mean(list(own.values()))) / budget if own and None not in own.values() else None
     table["rollouts_to_match_weights"] = {"target_subset_pass@1": target, "weights_budget": budget,
                                           "arm": headline, "reached_at": got, "ratio": ratio,
-                                          "mean_curve_reached_at": curve}
+                                          "mean_curve_reached_at": curve, "paired_reached_at": own}
     figures["rollouts_to_match_weights_ratio"] = round(ratio, 3) if ratio is not None else "never"
     figures["rollouts_to_match_weights_ratio_mean_curve"] = round(curve / budget, 3) if curve else "never"
+    figures["rollouts_to_match_weights_ratio_paired"] = round(paired, 3) if paired is not None else "never"
 
 
 def _mean_curve_reach(runs: dict, target: float) -> int | None:

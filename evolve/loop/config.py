@@ -25,6 +25,8 @@ GATE_RULES = ("signflip", "strict")
 PICKS = ("ucb", "thompson")
 THOMPSON_VARIANCES = ("fixed", "empirical")
 SELECTION_SCORES = ("reward", "passed")
+# keys whose embedded default changed the behaviour when they were added -> the behaviour before
+RECORDED_BEFORE = {"promote_test": "betting", "thompson_variance": "fixed", "selection_score": "reward"}
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,10 @@ class LoopConfig:
     the measured challenger with the lowest posterior probability of beating the incumbent if that
     is below this; 0 (or None) = never (a challenger leaves only by the evidence rule or its cap).
     Eviction never promotes, so the promotion error rate is unchanged."""
+    evict_margin: float = 0.0
+    """in_group eviction: the chance ``evict_below`` is compared with is that of beating the
+    incumbent by more than this (0 = by anything). Above 0, a challenger measured to be about
+    neutral leaves for a new proposal instead of holding its place until its looks run out."""
     challenger_pool: int = 4
     """in_group: most challengers waiting or being measured at once; reflection fills free places."""
     baseline: str = "task"
@@ -214,6 +220,13 @@ class LoopConfig:
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
+    def from_recorded(cls, data: dict[str, Any], source: str = "config") -> LoopConfig:
+        """A run's recorded config (``to_dict`` writes every key, so a key that is absent was added
+        after the run started): absent keys take the value that reproduces what the run did then,
+        not today's default, so resume and replay of an older run follow its own rules."""
+        return cls.from_dict({**RECORDED_BEFORE, **data}, source=source)
+
+    @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "config") -> LoopConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
@@ -301,6 +314,8 @@ class LoopConfig:
         for name in ("promote_alpha", "retire_alpha", "gate_alpha"):
             if not 0 < getattr(self, name) < 1:
                 bad(f"{name} must be in (0, 1), got {getattr(self, name)!r}")
+        if not 0 <= self.evict_margin < 1:
+            bad(f"evict_margin must be in [0, 1), got {self.evict_margin!r}")
         if not 0 <= self.promote_margin < 1:
             bad(f"promote_margin must be in [0, 1), got {self.promote_margin!r}")
         if self.heldout_final_tasks is not None and self.heldout_final_tasks < 0:

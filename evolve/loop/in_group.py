@@ -114,7 +114,8 @@ def _weakest(pool, cfg):
     """The challenger eviction would retire now (``evict_below``), or None."""
     if cfg.evict_below is None:
         return None
-    return pool.weakest(cfg.thompson_prior_sd, cfg.evict_below, cfg.thompson_variance == "empirical")
+    return pool.weakest(cfg.thompson_prior_sd, cfg.evict_below, cfg.thompson_variance == "empirical",
+                        cfg.evict_margin)
 
 
 def _reflect_into_pool(ctx, index, seeds, routing, out, timer) -> None:

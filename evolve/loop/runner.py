@@ -297,7 +297,7 @@ def session_from_generation(store, run_row, generation, say, recorder=None,
     if generation.status != "committed":
         raise EvolveError(f"generation {run_row.name}:{generation.index} is {generation.status}, not committed")
     config = run_row.config
-    cfg = LoopConfig.from_dict(config["loop"], source=f"run {run_row.name}")
+    cfg = LoopConfig.from_recorded(config["loop"], source=f"run {run_row.name}")
     folder, tmp = materialize_state(store, run_row.name, generation)
     prompt_state, loop_state = read_state_folder(folder)
     session = build_session(store, run_row.name, cfg, config["policy_spec"], config["seed_prompt"],

@@ -107,9 +107,11 @@ class ChallengerPool:
         order = sorted(range(len(self.active)), key=lambda i: (-draws[i], i))
         return [self.active[i] for i in order[:k]]
 
-    def weakest(self, prior_sd: float, below: float, empirical: bool = False) -> Challenger | None:
-        """The measured challenger least likely to beat the incumbent, if that chance is < ``below``."""
-        scored = [(prob_better(c.evidence.diffs, prior_sd, _var(c, empirical)), i)
+    def weakest(self, prior_sd: float, below: float, empirical: bool = False,
+                margin: float = 0.0) -> Challenger | None:
+        """The measured challenger least likely to beat the incumbent by more than ``margin``, if
+        that chance is < ``below``."""
+        scored = [(prob_better(c.evidence.diffs, prior_sd, _var(c, empirical), margin), i)
                   for i, c in enumerate(self.active) if c.evidence.n]
         if not scored:
             return None

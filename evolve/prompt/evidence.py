@@ -121,10 +121,10 @@ def gaussian_posterior(diffs, prior_sd: float, pair_var: float = PAIR_VAR) -> tu
     return float(np.sum(diffs) / pair_var / precision), float(precision ** -0.5)
 
 
-def prob_better(diffs, prior_sd: float, pair_var: float = PAIR_VAR) -> float:
-    """Posterior probability that the mean paired difference is > 0."""
+def prob_better(diffs, prior_sd: float, pair_var: float = PAIR_VAR, by: float = 0.0) -> float:
+    """Posterior probability that the mean paired difference is > ``by``."""
     mean, sd = gaussian_posterior(diffs, prior_sd, pair_var)
-    return 0.5 * (1.0 + math.erf(mean / (sd * math.sqrt(2.0))))
+    return 0.5 * (1.0 + math.erf((mean - by) / (sd * math.sqrt(2.0))))
 
 
 @dataclass
