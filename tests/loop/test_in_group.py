@@ -262,3 +262,38 @@ def test_paired_differences_score_the_verdict_or_the_reward():
     assert paired_differences(inc, ch, "passed")[0] == pytest.approx([0.5, 0.0])
     assert paired_differences(inc, ch, "reward")[0] == pytest.approx([0.05, 0.0])
 
+
+
+def test_a_run_recorded_before_a_rule_changed_resumes_under_its_own_rules(tiny_model_dir, tmp_path):
+    """Keys added with a new default (promote_test, thompson_variance, selection_score) are absent
+    from older runs' recorded configs: resume must rebuild the rules those runs started with."""
+    import json
+    import sqlite3
+
+    from evolve.loop.config import RECORDED_BEFORE
+    from evolve.loop.runner import session_from_generation
+
+    session, _ = start(tmp_path, selection="in_group")
+    try:
+        run(session, 1)
+    finally:
+        session.close()
+    con = sqlite3.connect(tmp_path / "l.db")
+    (raw,) = con.execute("select config from run where name = 'r'").fetchone()
+    config = json.loads(raw)
+    assert {k: config["loop"][k] for k in RECORDED_BEFORE} == {
+        "promote_test": "signflip", "thompson_variance": "empirical", "selection_score": "reward"}
+    for key in RECORDED_BEFORE:
+        del config["loop"][key]
+    con.execute("update run set config = ? where name = 'r'", (json.dumps(config),))
+    con.commit()
+    con.close()
+    store = LineageStore.open("sqlite:///" + str(tmp_path / "l.db"))
+    try:
+        resumed, _, tmp = session_from_generation(store, store.get_run("r"), store.resolve_generation("r:1"),
+                                                  lambda s: None)
+        cfg = resumed.ctx.config
+        resumed.close()
+    finally:
+        store.close()
+    assert (cfg.promote_test, cfg.thompson_variance, cfg.selection_score) == ("betting", "fixed", "reward")

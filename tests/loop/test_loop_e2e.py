@@ -158,6 +158,7 @@ def test_report_writes_plots_and_summary(base_run, tmp_path):
     ("[loop]\ngate_rule = 'coin'\n", "gate_rule must be one of"),
     ("[loop]\nevict_below = 1.5\n", "evict_below must be in [0, 1)"),
     ("[loop]\nselection_score = 'vibes'\n", "selection_score must be one of reward, passed"),
+    ("[loop]\nevict_margin = -0.1\n", "evict_margin must be in [0, 1)"),
 ])
 def test_malformed_config_gives_one_line(tmp_path, content, needle):
     from loop_helpers import LoopDB

@@ -191,6 +191,29 @@ def test_weakest_is_the_least_likely_to_win_and_only_below_the_threshold():
     assert pool.weakest(0.1, 0.6).id == b.id  # P(better) of b is 1/2
 
 
+def test_evict_margin_moves_out_a_measured_near_neutral_challenger_but_not_a_promising_one():
+    """evict_margin: the chance compared with evict_below is that of beating the incumbent by more
+    than the margin (slow reference: the posterior's mass above it on a grid)."""
+    from evolve.prompt.evidence import pair_variance, prob_better
+
+    pool = ChallengerPool(cap=3)
+    neutral, lesson, new = _ch("n"), _ch("l"), _ch("x")
+    for x in (neutral, lesson, new):
+        pool.add(x)
+    neutral.evidence.diffs = [0.0, 0.25, 0.0, -0.25, 0.0, 0.0, 0.25, 0.0] * 3  # n=24, mean +0.01
+    lesson.evidence.diffs = [0.5, 0.0, 0.25, 0.0, 0.0, 0.5, 0.0, -0.25]  # one look, mean +0.125
+    assert pool.weakest(0.1, 0.3, True) is None  # by anything: the neutral one stays (P ~ 0.6)
+    assert pool.weakest(0.1, 0.3, True, margin=0.05).id == neutral.id
+    assert prob_better(lesson.evidence.diffs, 0.1, pair_variance(lesson.evidence.diffs), 0.05) > 0.3
+    grid = np.linspace(-1, 1, 40001)
+    for d in (neutral.evidence.diffs, lesson.evidence.diffs):
+        v = pair_variance(d)
+        logp = -grid**2 / (2 * 0.1**2) - sum((x - grid) ** 2 for x in d) / (2 * v)
+        w = np.exp(logp - logp.max())
+        w /= w.sum()
+        assert prob_better(d, 0.1, v, 0.05) == pytest.approx(float(w[grid > 0.05].sum()), abs=1e-3)
+
+
 # ---- the sign-flip rule (test = "signflip", the loop's default) ---------------------------------
 
 def test_signflip_distractors_are_promoted_no_more_often_than_alpha_over_all_looks():
