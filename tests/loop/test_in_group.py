@@ -282,7 +282,7 @@ def test_a_run_recorded_before_a_rule_changed_resumes_under_its_own_rules(tiny_m
     (raw,) = con.execute("select config from run where name = 'r'").fetchone()
     config = json.loads(raw)
     assert {k: config["loop"][k] for k in RECORDED_BEFORE} == {
-        "promote_test": "signflip", "thompson_variance": "empirical", "selection_score": "reward"}
+        "promote_test": "signflip", "thompson_variance": "empirical", "selection_score": "passed"}
     for key in RECORDED_BEFORE:
         del config["loop"][key]
     con.execute("update run set config = ? where name = 'r'", (json.dumps(config),))
