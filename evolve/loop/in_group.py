@@ -7,6 +7,9 @@ Departures from the papers, on purpose:
   mostly trained and evaluated under), a few challengers share the rest, and a challenger replaces
   the incumbent only when a paired test with a stated error rate says it is better
   (``evolve.prompt.evidence``), instead of a rating that moves every step.
+- Prompts are compared on the verdict (``selection_score = "passed"``, the unit of pass@1) while the
+  weights learn from the verifier's partial-credit reward; both papers rate prompts on the reward
+  they train on. A lesson that turns near-misses into passes barely moves the reward.
 - The incumbent and challengers are sampled with the same seed on the same weights (common random
   numbers), so their paired per-task differences are less noisy.
 - Reflection fills the challenger pool from the incumbent's routed failures; proposals are never

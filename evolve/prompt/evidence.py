@@ -2,8 +2,8 @@
 (the loop's default) or an anytime-valid test by betting.
 
 Each generation a challenger and the incumbent are sampled on the same tasks, so every such
-task gives one paired difference d = (challenger's mean reward) - (incumbent's mean reward)
-in [-1, 1]. The differences of all generations are kept, and after every generation:
+task gives one paired difference d = (challenger's mean score) - (incumbent's mean score)
+in [-1, 1], the score being the verdict (1 = passed) or the reward (the loop's ``selection_score``). The differences of all generations are kept, and after every generation:
 
 - **promote** when the test of H0 "mean d <= margin" rejects at level ``alpha`` (betting; the
   sign-flip rule below tests "d symmetric about the margin" at alpha / looks per look);
