@@ -71,6 +71,14 @@ ARMS = {  # name -> overrides of configs/ablation.toml
     # coupled-sfp with faster pool turnover, two ways: at most 3 looks per challenger (alpha/3 per
     # look), or eviction of a challenger unlikely to beat the incumbent by more than 0.05
     "coupled-sfp-l3": {**SF, "mode": "coupled", "selection_score": "passed", "promote_looks": 3},
+    # coupled-sfp where an unmeasured challenger gets its first look before Thompson allocation
+    "coupled-sfpu": {**SF, "mode": "coupled", "selection_score": "passed", "thompson_untried_first": True,
+                     "heldout_seed_prompt": True},
+    "coupled-sfpu-half": {**SF, "mode": "coupled", "selection_score": "passed", "thompson_untried_first": True,
+                          "max_rollouts": 512},
+    "prompt-only-sfpu": {**SF, "mode": "prompt", "selection_score": "passed", "thompson_untried_first": True},
+    "random-reward-sfpu": {**SF, "mode": "coupled", "reward": "random", "selection_score": "passed",
+                           "thompson_untried_first": True},
     "coupled-sfp-em": {**SF, "mode": "coupled", "selection_score": "passed", "evict_margin": 0.05},
     "random-reward-sf": {**SF, "mode": "coupled", "reward": "random"},
     # coupled-sfp's own control; under reward = "random" selection scores the random draw, so this
@@ -88,12 +96,12 @@ ARMS = {  # name -> overrides of configs/ablation.toml
                         "heldout_seed_prompt": True},
 }
 DEFAULT_ARMS = "coupled-ts,coupled-gate,weights-only,prompt-only,random-reward"
-IN_GROUP_ARMS = ("coupled-sfp", "coupled-sfp-l3", "coupled-sfp-em", "coupled-sf", "coupled-sf-distill", "coupled-sf-fixedvar", "coupled-sf2", "coupled-ts", "coupled", "coupled-task", "coupled-distill")
+IN_GROUP_ARMS = ("coupled-sfpu", "coupled-sfp", "coupled-sfp-l3", "coupled-sfp-em", "coupled-sf", "coupled-sf-distill", "coupled-sf-fixedvar", "coupled-sf2", "coupled-ts", "coupled", "coupled-task", "coupled-distill")
 COUPLED_ARMS = IN_GROUP_ARMS + ("coupled-gate", "coupled-gate-ties")
 START_ARM = "weights-only"  # measures the seed's start figure (identical for every arm of a seed)
-SINGLES = ("weights-only", "prompt-only", "prompt-only-sf", "prompt-only-sfp")  # the best of these is "the best single lever"
-HALF_BUDGET = {"coupled-sf": "coupled-sf-half", "coupled-sfp": "coupled-sfp-half"}  # headline -> the same arm at half the budget
-CONTROLS = {"coupled-sfp": "random-reward-sfp", "coupled-sfp-l3": "random-reward-sfp", "coupled-sfp-em": "random-reward-sfp", "coupled-sf": "random-reward-sf", "coupled-sf2": "random-reward-sf", "coupled-sf-distill": "random-reward-sf"}  # headline -> its random control
+SINGLES = ("weights-only", "prompt-only", "prompt-only-sf", "prompt-only-sfp", "prompt-only-sfpu")  # the best of these is "the best single lever"
+HALF_BUDGET = {"coupled-sf": "coupled-sf-half", "coupled-sfp": "coupled-sfp-half", "coupled-sfpu": "coupled-sfpu-half"}  # headline -> the same arm at half the budget
+CONTROLS = {"coupled-sfpu": "random-reward-sfpu", "coupled-sfp": "random-reward-sfp", "coupled-sfp-l3": "random-reward-sfp", "coupled-sfp-em": "random-reward-sfp", "coupled-sf": "random-reward-sf", "coupled-sf2": "random-reward-sf", "coupled-sf-distill": "random-reward-sf"}  # headline -> its random control
 
 
 def toml_value(v) -> str:

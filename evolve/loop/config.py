@@ -64,6 +64,9 @@ class LoopConfig:
     thompson_variance: str = "empirical"
     """in_group, thompson and eviction: variance of one paired difference. "fixed": 0.12 (sd 0.34);
     "empirical": each challenger's own, shrunk towards 0.12 with 2 pseudo-pairs."""
+    thompson_untried_first: bool = False
+    """in_group, thompson: challengers without evidence get their first look before any Thompson
+    draw decides (oldest first), as UCB's "new ones first" does."""
     evict_below: float | None = 0.3
     """in_group: when reflection has a new proposal and the pool is full, retire ("retired-evicted")
     the measured challenger with the lowest posterior probability of beating the incumbent if that

@@ -109,7 +109,7 @@ def _pick(pool, cfg, rule, seeds) -> list:
     """This generation's challengers (``challenger_pick``); Thompson draws are seeded per generation."""
     if cfg.challenger_pick == "thompson":
         return pool.pick_thompson(cfg.challengers, cfg.thompson_prior_sd, np.random.default_rng(seeds.reflect),
-                                  cfg.thompson_variance == "empirical")
+                                  cfg.thompson_variance == "empirical", cfg.thompson_untried_first)
     return pool.pick(cfg.challengers, rule)
 
 

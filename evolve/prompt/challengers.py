@@ -15,7 +15,10 @@ are still placed before its differences are seen.
 a Gaussian posterior and samples the top draws instead: a new challenger (prior N(0, sd^2)) no
 longer pre-empts one that is winning, so the evidence of a promising challenger accumulates
 every generation rather than every few (Thompson 1933; the in-group analogue of E-SPL's prompt
-choice by rating). ``weakest`` names the challenger to evict when the pool is full
+choice by rating). With ``untried_first`` (``thompson_untried_first``) a challenger without
+evidence still goes first, oldest first: Thompson's prior draw N(0, sd^2) loses to the positive
+posteriors of near-neutral measured challengers, and on the ablation's runs the one lesson that
+matters waited 5-9 generations in the pool for its first look. ``weakest`` names the challenger to evict when the pool is full
 (``evict_below``): the one least likely to beat the incumbent. Neither touches the promotion test.
 """
 
@@ -100,11 +103,19 @@ class ChallengerPool:
         return [c for _, c in ranked[:k]]
 
     def pick_thompson(self, k: int, prior_sd: float, rng: np.random.Generator,
-                      empirical: bool = False) -> list[Challenger]:
+                      empirical: bool = False, untried_first: bool = False) -> list[Challenger]:
         """The ``k`` active challengers with the highest posterior draws (one draw each, in pool order).
-        ``empirical``: each challenger's pair variance is estimated from its differences."""
+        ``empirical``: each challenger's pair variance is estimated from its differences.
+        ``untried_first``: challengers without evidence go first, oldest first (every draw is still
+        made, so the generator's use does not depend on the setting)."""
         draws = [rng.normal(*gaussian_posterior(c.evidence.diffs, prior_sd, _var(c, empirical))) for c in self.active]
-        order = sorted(range(len(self.active)), key=lambda i: (-draws[i], i))
+
+        def rank(i: int) -> tuple:
+            if untried_first and not self.active[i].evidence.n:
+                return (0, i, 0.0)
+            return (1, -draws[i], i)
+
+        order = sorted(range(len(self.active)), key=rank)
         return [self.active[i] for i in order[:k]]
 
     def weakest(self, prior_sd: float, below: float, empirical: bool = False,
