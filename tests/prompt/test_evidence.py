@@ -178,6 +178,28 @@ def test_thompson_concentrates_on_a_promising_challenger_where_ucb_does_not():
     assert [c.id for c in pool.pick_thompson(4, 0.1, rng)][0] in {c.id for c in pool.active}
 
 
+def test_untried_first_gives_an_unmeasured_challenger_its_first_look():
+    """The ablation's failure: near-neutral measured challengers out-draw an unmeasured lesson."""
+    pool = ChallengerPool(cap=4)
+    a, b, lesson, later = _ch("a"), _ch("b"), _ch("lesson"), _ch("later")
+    for x in (a, b, lesson, later):
+        pool.add(x)
+    a.evidence.diffs = [0.25, 0.25, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]  # +0.06 after one look
+    b.evidence.diffs = [0.25, 0.0, 0.0, 0.0, 0.0, 0.25, 0.0, 0.0]
+    rng = np.random.default_rng(0)
+    plain = [pool.pick_thompson(1, 0.1, rng, True)[0].id for _ in range(2000)]
+    untried = sum(p in (lesson.id, later.id) for p in plain) / len(plain)
+    assert untried < 0.5  # measured: 0.42 for two untried against two measured
+    for _ in range(50):
+        assert [c.id for c in pool.pick_thompson(2, 0.1, rng, True, untried_first=True)] == [lesson.id, later.id]
+    lesson.evidence.diffs = [0.5, 0.0, 0.25, 0.0, 0.0, 0.5, 0.0, -0.25]
+    assert pool.pick_thompson(1, 0.1, rng, True, untried_first=True)[0].id == later.id
+    r1, r2 = np.random.default_rng(5), np.random.default_rng(5)
+    pool.pick_thompson(1, 0.1, r1, True, untried_first=True)
+    pool.pick_thompson(1, 0.1, r2, True)
+    assert r1.random() == r2.random()  # the same draws either way: the setting does not shift the RNG
+
+
 def test_weakest_is_the_least_likely_to_win_and_only_below_the_threshold():
     pool = ChallengerPool(cap=3)
     a, b, c = _ch("a"), _ch("b"), _ch("c")
