@@ -200,6 +200,15 @@ def rollouts_to_reach(gens: list[dict], target: float) -> int | None:
     return None
 
 
+LESSON = "Include the boundary value k."  # the gym's one lesson that matters on the hard tier
+
+
+def lesson_first_look(run: dict) -> int | None:
+    """The generation in which a challenger adding LESSON was first sampled (discovery time)."""
+    return next((g["index"] for g in run["generations"]
+                 if any(LESSON in (c.get("added") or "") for c in g.get("challengers") or [])), None)
+
+
 def distractor_record(runs) -> dict:
     """The gym's distractor lines (known to change nothing for the teacher) that were sampled as
     challengers, and how many of them were promoted (the promotion rule's error rate, in the wild)."""
@@ -239,6 +248,10 @@ def summarize(runs: list[dict], headline: str = "coupled") -> tuple[dict, dict]:
                     "promotions": [sum(1 for g in r["generations"] if g.get("promoted") or g.get("prompt_changed"))
                                    for r in rs.values()],
                     "distractors": distractor_record(rs.values()),
+                    "first_promotion_at": [next((g["index"] for g in r["generations"]
+                                                 if g.get("promoted") or g.get("prompt_changed")), None)
+                                           for r in rs.values()],
+                    "lesson_first_look_at": [lesson_first_look(r) for r in rs.values()],
                     "wall_s_mean": float(np.mean([r["wall_s"] for r in rs.values()]))}
         finals_task[a] = {s: per_task(r["generations"][-1]) for s, r in rs.items()}
     figures: dict = {}

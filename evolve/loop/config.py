@@ -98,9 +98,9 @@ class LoopConfig:
     "reward" (the verifier's reward the weights learn from, with partial credit) or "passed" (1 when
     every check passed: the unit of held-out pass@1). Under reward = "random" both are the control's
     Bernoulli draw, so the prompt lever sees noise too. Default "passed": the one lesson that matters
-    in the gym turns near-misses (reward ~0.9, failed) into passes, so its reward differences were
-    small (+0.00 to +0.10 a look) where its verdict differences were not (+0.13 to +0.19), and it was
-    promoted sooner and more often (benchmarks/results/ablation.json, coupled-sfp)."""
+    in the gym turns near-misses (reward ~0.9, failed) into passes, so its mean reward differences
+    were +0.00 to +0.10 a look where its pass-rate differences were +0.03 to +0.22 (most above
+    +0.09), and it was promoted sooner and more often (benchmarks/results/ablation.json, coupled-sfp)."""
     promote_margin: float = 0.0
     """in_group: mean paired difference (challenger - incumbent, per task) a challenger must beat."""
     retire_alpha: float = 0.2
