@@ -95,6 +95,7 @@ LABELS: dict[str, dict[str, str]] = {
         "random_reward_sfp_pass_at_1": "ablation: random-reward control (same selection settings) final held-out pass@1",
         "coupled_sfp_l3_pass_at_1": "ablation: coupled (default, 3 looks per challenger) final held-out pass@1",
         "coupled_sfp_em_pass_at_1": "ablation: coupled (default, evict_margin 0.05) final held-out pass@1",
+        "coupled_sfpu_pass_at_1": "ablation: coupled (default, thompson_untried_first) final held-out pass@1",
         "coupled_sf_pass_at_1": "ablation: coupled (sign-flip test on the reward, the previous default) final held-out pass@1",
         "coupled_sf_distill_pass_at_1": "ablation: coupled (previous default + context distillation, experimental) final held-out pass@1",
         "coupled_sf_fixedvar_pass_at_1": "ablation: coupled (previous default with the fixed pair variance) final held-out pass@1",
@@ -132,7 +133,13 @@ LABELS: dict[str, dict[str, str]] = {
         "rollouts_to_match_weights_ratio_mean_curve": "  seeds 10–14: rollouts to reach weights-only's final, mean curve",
         "rollouts_to_match_weights_ratio_paired": "  seeds 10–14: the same, each seed against its own",
         "rollouts_to_match_weights_ratio": "  seeds 10–14: the same, every seed against the mean",
-        "random_control_gain": "  seeds 10–14: random-reward control, gain over the start, points",
+    },
+    "ablation_pooled": {
+        "coupled_sfp_pass_at_1": "ablation pooled over seeds 0–14: coupled (default) final held-out pass@1",
+        "weights_only_pass_at_1": "  pooled: weights-only final held-out pass@1",
+        "rollouts_to_match_weights_ratio_mean_curve": "  pooled: rollouts to reach weights-only's final, mean curve",
+        "rollouts_to_match_weights_ratio_paired": "  pooled: the same, each seed against its own",
+        "rollouts_to_match_weights_ratio": "  pooled: the same, every seed against the mean",
     },
     "ablation_smollm2": {
         "weights_only_pass_at_1": "SmolLM2 ablation (1 seed, 64 rollouts): weights-only final held-out pass@1",
@@ -180,7 +187,7 @@ LABELS: dict[str, dict[str, str]] = {
     },
 }
 ORDER = ["grpo_step", "verify_throughput", "lineage_scale", "bootstrap", "hard_tier", "ablation", "ablation_fresh",
-         "ablation_fresh2", "ablation_smollm2", "humaneval_agreement", "smollm2_run", "generate", "ui_scale", "agents", "agents_seed1",
+         "ablation_fresh2", "ablation_pooled", "ablation_smollm2", "humaneval_agreement", "smollm2_run", "generate", "ui_scale", "agents", "agents_seed1",
          "scale"]
 
 
