@@ -43,6 +43,7 @@ from evolve.gym.notes import DISTRACTORS  # noqa: E402
 
 SF = {"selection": "in_group", "baseline": "task", "challenger_pick": "thompson", "evict_below": 0.3,
       "promote_alpha": 0.1, "promote_test": "signflip", "promote_looks": 6, "thompson_variance": "empirical"}
+SFP = {**SF, "selection_score": "passed"}  # the embedded defaults since d32c742
 ARMS = {  # name -> overrides of configs/ablation.toml
     "coupled": {"mode": "coupled", "selection": "in_group", "baseline": "per_prompt"},
     # in-group, evidence concentrated: Thompson allocation, eviction of the least promising
@@ -65,25 +66,19 @@ ARMS = {  # name -> overrides of configs/ablation.toml
     "prompt-only-sf": {**SF, "mode": "prompt"},
     # coupled-sf with prompt selection scored on the verdict (passed, the unit of pass@1) instead of
     # the partial-credit reward: a lesson that turns near-misses into passes moves the reward little
-    "coupled-sfp": {**SF, "mode": "coupled", "selection_score": "passed", "heldout_seed_prompt": True},
-    "coupled-sfp-half": {**SF, "mode": "coupled", "selection_score": "passed", "max_rollouts": 512},
-    "prompt-only-sfp": {**SF, "mode": "prompt", "selection_score": "passed"},
+    "coupled-sfp": {**SFP, "mode": "coupled", "heldout_seed_prompt": True},
+    "coupled-sfp-half": {**SFP, "mode": "coupled", "max_rollouts": 512},
+    "prompt-only-sfp": {**SFP, "mode": "prompt"},
     # coupled-sfp with faster pool turnover, two ways: at most 3 looks per challenger (alpha/3 per
     # look), or eviction of a challenger unlikely to beat the incumbent by more than 0.05
-    "coupled-sfp-l3": {**SF, "mode": "coupled", "selection_score": "passed", "promote_looks": 3},
+    "coupled-sfp-l3": {**SFP, "mode": "coupled", "promote_looks": 3},
     # coupled-sfp where an unmeasured challenger gets its first look before Thompson allocation
-    "coupled-sfpu": {**SF, "mode": "coupled", "selection_score": "passed", "thompson_untried_first": True,
-                     "heldout_seed_prompt": True},
-    "coupled-sfpu-half": {**SF, "mode": "coupled", "selection_score": "passed", "thompson_untried_first": True,
-                          "max_rollouts": 512},
-    "prompt-only-sfpu": {**SF, "mode": "prompt", "selection_score": "passed", "thompson_untried_first": True},
-    "random-reward-sfpu": {**SF, "mode": "coupled", "reward": "random", "selection_score": "passed",
-                           "thompson_untried_first": True},
-    "coupled-sfp-em": {**SF, "mode": "coupled", "selection_score": "passed", "evict_margin": 0.05},
+    "coupled-sfpu": {**SFP, "mode": "coupled", "thompson_untried_first": True, "heldout_seed_prompt": True},
+    "coupled-sfp-em": {**SFP, "mode": "coupled", "evict_margin": 0.05},
     "random-reward-sf": {**SF, "mode": "coupled", "reward": "random"},
     # coupled-sfp's own control; under reward = "random" selection scores the random draw, so this
     # must behave exactly as random-reward-sf (measured: the same finals)
-    "random-reward-sfp": {**SF, "mode": "coupled", "reward": "random", "selection_score": "passed"},
+    "random-reward-sfp": {**SFP, "mode": "coupled", "reward": "random"},
     "coupled-gate": {"mode": "coupled", "selection": "gate", "gate_rule": "signflip", "gate_alpha": 0.2},
     # the gate before the tie fix (best mean validation score of the pool switched the prompt);
     # only reused runs (runs/ablation/*.json imported from an earlier ablation.json)
@@ -96,12 +91,14 @@ ARMS = {  # name -> overrides of configs/ablation.toml
                         "heldout_seed_prompt": True},
 }
 DEFAULT_ARMS = "coupled-ts,coupled-gate,weights-only,prompt-only,random-reward"
-IN_GROUP_ARMS = ("coupled-sfpu", "coupled-sfp", "coupled-sfp-l3", "coupled-sfp-em", "coupled-sf", "coupled-sf-distill", "coupled-sf-fixedvar", "coupled-sf2", "coupled-ts", "coupled", "coupled-task", "coupled-distill")
+IN_GROUP_ARMS = ("coupled-sfpu", "coupled-sfp", "coupled-sfp-l3", "coupled-sfp-em", "coupled-sf", "coupled-sf-distill",
+                 "coupled-sf-fixedvar", "coupled-sf2", "coupled-ts", "coupled", "coupled-task", "coupled-distill")
 COUPLED_ARMS = IN_GROUP_ARMS + ("coupled-gate", "coupled-gate-ties")
 START_ARM = "weights-only"  # measures the seed's start figure (identical for every arm of a seed)
-SINGLES = ("weights-only", "prompt-only", "prompt-only-sf", "prompt-only-sfp", "prompt-only-sfpu")  # the best of these is "the best single lever"
-HALF_BUDGET = {"coupled-sf": "coupled-sf-half", "coupled-sfp": "coupled-sfp-half", "coupled-sfpu": "coupled-sfpu-half"}  # headline -> the same arm at half the budget
-CONTROLS = {"coupled-sfpu": "random-reward-sfpu", "coupled-sfp": "random-reward-sfp", "coupled-sfp-l3": "random-reward-sfp", "coupled-sfp-em": "random-reward-sfp", "coupled-sf": "random-reward-sf", "coupled-sf2": "random-reward-sf", "coupled-sf-distill": "random-reward-sf"}  # headline -> its random control
+SINGLES = ("weights-only", "prompt-only", "prompt-only-sf", "prompt-only-sfp")  # the best of these: "the best single lever"
+HALF_BUDGET = {"coupled-sf": "coupled-sf-half", "coupled-sfp": "coupled-sfp-half"}  # headline -> it at half the budget
+CONTROLS = {**dict.fromkeys(("coupled-sfp", "coupled-sfp-l3", "coupled-sfp-em"), "random-reward-sfp"),
+            **dict.fromkeys(("coupled-sf", "coupled-sf2", "coupled-sf-distill"), "random-reward-sf")}  # headline -> its control
 
 
 def toml_value(v) -> str:
@@ -200,6 +197,11 @@ def rollouts_to_reach(gens: list[dict], target: float) -> int | None:
     return None
 
 
+def _promoted(g: dict) -> bool:
+    """The prompt changed in this generation (in-group: a promotion; gate: an accepted proposal)."""
+    return bool(g.get("promoted") or g.get("prompt_changed"))
+
+
 LESSON = "Include the boundary value k."  # the gym's one lesson that matters on the hard tier
 
 
@@ -245,11 +247,9 @@ def summarize(runs: list[dict], headline: str = "coupled") -> tuple[dict, dict]:
                     "all_fail_share_by_generation": {k: float(np.mean(v)) for k, v in sorted(fail.items())},
                     "final_pass@1_seed_prompt": [(r["generations"][-1].get("heldout_full_seed") or
                                                   r["generations"][-1]["heldout_full"])["pass@1"] for r in rs.values()],
-                    "promotions": [sum(1 for g in r["generations"] if g.get("promoted") or g.get("prompt_changed"))
-                                   for r in rs.values()],
+                    "promotions": [sum(1 for g in r["generations"] if _promoted(g)) for r in rs.values()],
                     "distractors": distractor_record(rs.values()),
-                    "first_promotion_at": [next((g["index"] for g in r["generations"]
-                                                 if g.get("promoted") or g.get("prompt_changed")), None)
+                    "first_promotion_at": [next((g["index"] for g in r["generations"] if _promoted(g)), None)
                                            for r in rs.values()],
                     "lesson_first_look_at": [lesson_first_look(r) for r in rs.values()],
                     "wall_s_mean": float(np.mean([r["wall_s"] for r in rs.values()]))}

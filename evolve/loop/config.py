@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from evolve.env.episode import SCORES as SELECTION_SCORES
 from evolve.errors import ConfigError
 from evolve.loop.guided import SOURCES
 from evolve.prompt.evidence import TESTS
@@ -24,7 +25,6 @@ DISTILL = ("off", "seed")
 GATE_RULES = ("signflip", "strict")
 PICKS = ("ucb", "thompson")
 THOMPSON_VARIANCES = ("fixed", "empirical")
-SELECTION_SCORES = ("reward", "passed")
 # keys whose embedded default changed the behaviour when they were added -> the behaviour before
 RECORDED_BEFORE = {"promote_test": "betting", "thompson_variance": "fixed", "selection_score": "reward"}
 

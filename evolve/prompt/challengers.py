@@ -18,8 +18,10 @@ every generation rather than every few (Thompson 1933; the in-group analogue of 
 choice by rating). With ``untried_first`` (``thompson_untried_first``) a challenger without
 evidence still goes first, oldest first: Thompson's prior draw N(0, sd^2) loses to the positive
 posteriors of near-neutral measured challengers, and on the ablation's runs the one lesson that
-matters waited 5-9 generations in the pool for its first look. ``weakest`` names the challenger to evict when the pool is full
-(``evict_below``): the one least likely to beat the incumbent. Neither touches the promotion test.
+matters waited 5-9 generations in the pool for its first look (measured: it then waits for its
+second look instead; not the default). ``weakest`` names the challenger to evict when the pool is
+full (``evict_below``): the one least likely to beat the incumbent (by more than ``margin``).
+Neither touches the promotion test.
 """
 
 from __future__ import annotations
@@ -111,9 +113,8 @@ class ChallengerPool:
         draws = [rng.normal(*gaussian_posterior(c.evidence.diffs, prior_sd, _var(c, empirical))) for c in self.active]
 
         def rank(i: int) -> tuple:
-            if untried_first and not self.active[i].evidence.n:
-                return (0, i, 0.0)
-            return (1, -draws[i], i)
+            untried = untried_first and not self.active[i].evidence.n
+            return (0, i) if untried else (1, -draws[i], i)
 
         order = sorted(range(len(self.active)), key=rank)
         return [self.active[i] for i in order[:k]]

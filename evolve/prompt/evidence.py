@@ -3,7 +3,8 @@
 
 Each generation a challenger and the incumbent are sampled on the same tasks, so every such
 task gives one paired difference d = (challenger's mean score) - (incumbent's mean score)
-in [-1, 1], the score being the verdict (1 = passed) or the reward (the loop's ``selection_score``). The differences of all generations are kept, and after every generation:
+in [-1, 1], the score being the verdict (1 = passed) or the reward (the loop's
+``selection_score``). The differences of all generations are kept, and after every generation:
 
 - **promote** when the test of H0 "mean d <= margin" rejects at level ``alpha`` (betting; the
   sign-flip rule below tests "d symmetric about the margin" at alpha / looks per look);
@@ -121,10 +122,10 @@ def gaussian_posterior(diffs, prior_sd: float, pair_var: float = PAIR_VAR) -> tu
     return float(np.sum(diffs) / pair_var / precision), float(precision ** -0.5)
 
 
-def prob_better(diffs, prior_sd: float, pair_var: float = PAIR_VAR, by: float = 0.0) -> float:
-    """Posterior probability that the mean paired difference is > ``by``."""
+def prob_better(diffs, prior_sd: float, pair_var: float = PAIR_VAR, margin: float = 0.0) -> float:
+    """Posterior probability that the mean paired difference is > ``margin``."""
     mean, sd = gaussian_posterior(diffs, prior_sd, pair_var)
-    return 0.5 * (1.0 + math.erf((mean - by) / (sd * math.sqrt(2.0))))
+    return 0.5 * (1.0 + math.erf((mean - margin) / (sd * math.sqrt(2.0))))
 
 
 @dataclass
