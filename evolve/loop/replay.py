@@ -77,7 +77,8 @@ def replay_generation(store, ref: str, say=lambda s: None) -> ReplayReport:
     recorded_weights = store.get_weights_version(gen.weights_version).weights_sha256
     recorder = replay_recorder(store, gen.id)
     if gen.parent_id is None:  # generation 0: rebuild the initial state from the run's config
-        cfg = LoopConfig.from_recorded(run_row.config["loop"], source=f"run {run_row.name}")
+        cfg = LoopConfig.from_recorded(run_row.config["loop"], source=f"run {run_row.name}",
+                                      recorded_by=run_row.code_version)
         seed_everything(cfg.seed)
         session = build_session(store, run_row.name, cfg, run_row.config["policy_spec"],
                                 run_row.config["seed_prompt"], None, None, recorder, say)

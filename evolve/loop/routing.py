@@ -50,19 +50,13 @@ def input_shape(input_repr: str) -> str:
     return ""
 
 
-def group_by_baseline(rollouts: list[Rollout], baseline: str) -> list[list[Rollout]]:
-    """Advantage groups: the partition ``evolve.policy.advantages.baselines`` defines, on rollouts."""
-    from evolve.policy.advantages.baselines import baseline_partition
-
-    parts = baseline_partition([r.task_id for r in rollouts], [r.prompt_version for r in rollouts], baseline)
-    return [[rollouts[i] for i in idx] for idx in parts]
-
-
 def group_by_task(rollouts: list[Rollout]) -> list[list[Rollout]]:
-    """GRPO groups: same task under the same prompt version, in first-seen order."""
-    groups: dict[tuple[str, str], list[Rollout]] = {}
+    """GRPO groups: the samples of one task, in first-seen order, across the prompts that shared the
+    task's group (one advantage baseline per task: E-SPL's "marginalize", which measured better than
+    one per prompt; benchmarks/results/ablation.json)."""
+    groups: dict[str, list[Rollout]] = {}
     for r in rollouts:
-        groups.setdefault((r.task_id, r.prompt_version), []).append(r)
+        groups.setdefault(r.task_id, []).append(r)
     return list(groups.values())
 
 

@@ -78,7 +78,8 @@ def load_suite(cfg: LoopConfig, env=None):
     pick = np.random.default_rng(cfg.seed + 101)
     all_heldout = heldout
     heldout = [heldout[i] for i in sorted(pick.permutation(len(heldout))[:cfg.heldout_tasks])]
-    val = [train[i] for i in sorted(pick.permutation(len(train))[:cfg.val_tasks])]
+    n_val = cfg.selection.val_tasks if cfg.selection.type == "gate" else 0  # in-group validates nothing
+    val = [train[i] for i in sorted(pick.permutation(len(train))[:n_val])]
     return train, heldout, val, all_heldout
 
 
@@ -297,7 +298,7 @@ def session_from_generation(store, run_row, generation, say, recorder=None,
     if generation.status != "committed":
         raise EvolveError(f"generation {run_row.name}:{generation.index} is {generation.status}, not committed")
     config = run_row.config
-    cfg = LoopConfig.from_recorded(config["loop"], source=f"run {run_row.name}")
+    cfg = LoopConfig.from_recorded(config["loop"], source=f"run {run_row.name}", recorded_by=run_row.code_version)
     folder, tmp = materialize_state(store, run_row.name, generation)
     prompt_state, loop_state = read_state_folder(folder)
     session = build_session(store, run_row.name, cfg, config["policy_spec"], config["seed_prompt"],

@@ -4,24 +4,15 @@ Reflection's proposals wait here (at most ``cap`` at once) until the loop sample
 the GRPO groups next to the incumbent. Each keeps its paired evidence (``evidence.Evidence``)
 across generations until the rule promotes or retires it.
 
-Which challengers get the samples in a generation: the ones with the highest upper confidence
-bound on their mean difference (a new one has no data, so its bound is +1 and it goes first;
-ties: the older one). This is LUCB's optimism (Kalyanakrishnan et al. 2012) on the challenger
-side: a challenger that looks no better than the incumbent stops taking samples from one that
-might be. Choosing whom to sample from past data keeps each challenger's test valid: its bets
-are still placed before its differences are seen.
-
-``pick_thompson`` (``challenger_pick = "thompson"``) draws each challenger's mean difference from
-a Gaussian posterior and samples the top draws instead: a new challenger (prior N(0, sd^2)) no
-longer pre-empts one that is winning, so the evidence of a promising challenger accumulates
-every generation rather than every few (Thompson 1933; the in-group analogue of E-SPL's prompt
-choice by rating). With ``untried_first`` (``thompson_untried_first``) a challenger without
-evidence still goes first, oldest first: Thompson's prior draw N(0, sd^2) loses to the positive
-posteriors of near-neutral measured challengers, and on the ablation's runs the one lesson that
-matters waited 5-9 generations in the pool for its first look (measured: it then waits for its
-second look instead; not the default). ``weakest`` names the challenger to evict when the pool is
-full (``evict_below``): the one least likely to beat the incumbent (by more than ``margin``).
-Neither touches the promotion test.
+Which challenger gets the samples in a generation (``pick_thompson``): each challenger's mean
+difference is drawn from a Gaussian posterior (prior N(0, sd^2), each challenger's own pair
+variance) and the top draw is sampled, so the evidence of a promising challenger accumulates every
+generation rather than every few (Thompson 1933; the in-group analogue of E-SPL's prompt choice by
+rating). Choosing whom to sample from past data keeps each challenger's test valid. Measured and
+deleted: LUCB allocation (new ones first), the fixed pair variance (0.531 against 0.555) and
+untried-first (0.525 against 0.574; benchmarks/results/ablation.json). ``weakest`` names the
+challenger to evict when the pool is full (``evict_below``): the one least likely to beat the
+incumbent. Neither touches the promotion test.
 """
 
 from __future__ import annotations
@@ -31,15 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evolve.prompt.candidate import Candidate
-from evolve.prompt.evidence import (
-    PAIR_VAR,
-    Evidence,
-    EvidenceRule,
-    gaussian_posterior,
-    pair_variance,
-    prob_better,
-    upper_bound,
-)
+from evolve.prompt.evidence import Evidence, EvidenceRule, gaussian_posterior, pair_variance, prob_better
 
 
 @dataclass
@@ -97,33 +80,16 @@ class ChallengerPool:
         self.active.append(challenger)
         return True
 
-    def pick(self, k: int, rule: EvidenceRule) -> list[Challenger]:
-        """The ``k`` active challengers with the highest upper bound (new ones first; ties: older)."""
-        ranked = sorted(enumerate(self.active),
-                        key=lambda ic: (-(upper_bound(ic[1].evidence.diffs, rule.alpha_retire)
-                                          if ic[1].evidence.n else 2.0), ic[0]))
-        return [c for _, c in ranked[:k]]
-
-    def pick_thompson(self, k: int, prior_sd: float, rng: np.random.Generator,
-                      empirical: bool = False, untried_first: bool = False) -> list[Challenger]:
-        """The ``k`` active challengers with the highest posterior draws (one draw each, in pool order).
-        ``empirical``: each challenger's pair variance is estimated from its differences.
-        ``untried_first``: challengers without evidence go first, oldest first (every draw is still
-        made, so the generator's use does not depend on the setting)."""
-        draws = [rng.normal(*gaussian_posterior(c.evidence.diffs, prior_sd, _var(c, empirical))) for c in self.active]
-
-        def rank(i: int) -> tuple:
-            untried = untried_first and not self.active[i].evidence.n
-            return (0, i) if untried else (1, -draws[i], i)
-
-        order = sorted(range(len(self.active)), key=rank)
+    def pick_thompson(self, k: int, prior_sd: float, rng: np.random.Generator) -> list[Challenger]:
+        """The ``k`` active challengers with the highest posterior draws (one draw each, in pool order)."""
+        draws = [rng.normal(*gaussian_posterior(c.evidence.diffs, prior_sd, pair_variance(c.evidence.diffs)))
+                 for c in self.active]
+        order = sorted(range(len(self.active)), key=lambda i: (-draws[i], i))
         return [self.active[i] for i in order[:k]]
 
-    def weakest(self, prior_sd: float, below: float, empirical: bool = False,
-                margin: float = 0.0) -> Challenger | None:
-        """The measured challenger least likely to beat the incumbent by more than ``margin``, if
-        that chance is < ``below``."""
-        scored = [(prob_better(c.evidence.diffs, prior_sd, _var(c, empirical), margin), i)
+    def weakest(self, prior_sd: float, below: float) -> Challenger | None:
+        """The measured challenger least likely to beat the incumbent, if that chance is < ``below``."""
+        scored = [(prob_better(c.evidence.diffs, prior_sd, pair_variance(c.evidence.diffs)), i)
                   for i, c in enumerate(self.active) if c.evidence.n]
         if not scored:
             return None
@@ -158,6 +124,3 @@ class ChallengerPool:
             pool.decided = list(d["decided"])
         return pool
 
-
-def _var(c: Challenger, empirical: bool) -> float:
-    return pair_variance(c.evidence.diffs) if empirical else PAIR_VAR

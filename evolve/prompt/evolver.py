@@ -77,6 +77,10 @@ class PromptEvolver:
     def _index(self, cid: str) -> int | None:
         return next((i for i, e in enumerate(self.entries) if e.id == cid), None)
 
+    def knows(self, cid: str) -> bool:
+        """Whether ``cid`` is in the pool of candidates (the seed, promoted or validated ones)."""
+        return self._index(cid) is not None
+
     @property
     def seed(self) -> Candidate:
         return Candidate(self.entries[0].components)
@@ -177,14 +181,15 @@ class PromptEvolver:
         if not ok:
             info = self.pending.pop(proposal.candidate.id, None)
             if info is not None and proposal.kind != "merge":
-                for line in self._added_lessons(proposal):
+                for line in self.added_lessons(proposal.candidate, proposal.parents):
                     self.rejected[line] = self.rejected.get(line, 0) + 1
         return ok
 
-    def _added_lessons(self, proposal: Proposal) -> list[str]:
-        i = self._index(proposal.parents[0]) if proposal.parents else None
+    def added_lessons(self, candidate: Candidate, parents: list[str]) -> list[str]:
+        """The lesson lines ``candidate`` has that its first parent (when known) does not."""
+        i = self._index(parents[0]) if parents else None
         before = set(split_lessons(self.entries[i].components.get("lessons", ""))) if i is not None else set()
-        return [t for t in split_lessons(proposal.candidate.components.get("lessons", "")) if t not in before]
+        return [t for t in split_lessons(candidate.components.get("lessons", "")) if t not in before]
 
     def observe_val(self, candidate: Candidate, val_scores: dict[str, float], metric_calls: int | None = None,
                     parents: list[str] | None = None) -> None:
@@ -248,8 +253,7 @@ class PromptEvolver:
             return
         self.pending.pop(challenger.id, None)
         if challenger.kind != "merge" and challenger.parents:
-            p = Proposal(challenger.candidate, challenger.parents, challenger.kind)
-            for line in self._added_lessons(p):
+            for line in self.added_lessons(challenger.candidate, challenger.parents):
                 self.rejected[line] = self.rejected.get(line, 0) + 1
 
     # -- persistence ---------------------------------------------------------------------

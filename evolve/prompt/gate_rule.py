@@ -2,18 +2,14 @@
 validation tasks, never on a tie.
 
 Both are evaluated on the same validation tasks with the same seed on the same weights, so each
-task gives one paired difference d = proposal's mean reward - parent's. Two rules (config
-``gate_rule``):
-
-- ``"signflip"`` (default): the mean difference must exceed ``gate_margin`` *and* an exact
-  one-sided paired sign-flip (permutation) test of H0 "d - margin is symmetric about 0" must
-  reject at level ``gate_alpha``. The p-value is the share of the 2^n sign patterns of |d - margin|
-  whose sum is at least the observed sum (equality counts against the proposal), so under H0
-  P(p <= alpha) <= alpha exactly: **a line that changes nothing passes validation with
-  probability at most ``gate_alpha``** (the minibatch gate before it only lowers that). All-zero
-  differences (a tie) give p = 1.
-- ``"strict"``: the mean difference must exceed ``gate_margin``. A tie never passes; a line that
-  changes nothing still wins about half of the non-tied draws (stated rate <= 1/2).
+task gives one paired difference d = proposal's mean score - parent's. The mean difference must
+exceed ``gate_margin`` *and* an exact one-sided paired sign-flip (permutation) test of H0 "d - margin
+is symmetric about 0" must reject at level ``gate_alpha``. The p-value is the share of the 2^n sign
+patterns of |d - margin| whose sum is at least the observed sum (equality counts against the
+proposal), so under H0 P(p <= alpha) <= alpha exactly: **a line that changes nothing passes
+validation with probability at most ``gate_alpha``** (the minibatch gate before it only lowers
+that). All-zero differences (a tie) give p = 1. (The "strict" rule, mean difference > margin alone,
+was deleted: a line that changes nothing won about half of the non-tied draws.)
 
 Assumption, written down: under H0 each task's difference is symmetric about the margin given its
 magnitude (true for a line that changes nothing: the two prompts' samples are exchangeable).
@@ -29,7 +25,6 @@ import itertools
 
 import numpy as np
 
-GATE_RULES = ("signflip", "strict")
 EXACT_MAX = 16  # 2^16 sign patterns are enumerated exactly; beyond, a seeded Monte Carlo estimate
 _MC_DRAWS = 20000
 
@@ -71,16 +66,11 @@ def _mc_signs(n: int) -> np.ndarray:
     return np.random.default_rng(0).choice((1.0, -1.0), size=(_MC_DRAWS, n))
 
 
-def gate_passes(proposal: dict[str, float], parent: dict[str, float], rule: str = "signflip",
-                alpha: float = 0.2, margin: float = 0.0) -> tuple[bool, dict]:
+def gate_passes(proposal: dict[str, float], parent: dict[str, float], alpha: float = 0.2,
+                margin: float = 0.0) -> tuple[bool, dict]:
     """Whether the proposal beats its parent on validation, and the evidence (for the lineage)."""
-    if rule not in GATE_RULES:
-        raise ValueError(f"unknown gate rule {rule!r}; known: {', '.join(GATE_RULES)}")
     d = paired_diffs(proposal, parent)
     mean = float(np.mean(d)) if d else 0.0
-    ok = bool(d) and mean > margin
-    p = signflip_pvalue(d, margin) if rule == "signflip" else None
-    if rule == "signflip":
-        ok = ok and p <= alpha
-    return ok, {"rule": rule, "n": len(d), "mean_diff": round(mean, 4),
-                "p": None if p is None else round(p, 4), "passed": ok}
+    p = signflip_pvalue(d, margin)
+    ok = bool(d) and mean > margin and p <= alpha
+    return ok, {"rule": "signflip", "n": len(d), "mean_diff": round(mean, 4), "p": round(p, 4), "passed": ok}

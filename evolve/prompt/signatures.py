@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ast
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 
 from evolve.rollout import Rollout
@@ -150,11 +149,3 @@ def group_failures(rollouts: list[Rollout]) -> list[SignatureGroup]:
             g.task_ids.append(r.task_id)
     return sorted(groups.values(), key=lambda g: (-g.count, g.signature.key))
 
-
-def feature_counts(groups: list[SignatureGroup]) -> Counter:
-    """How many failures carry each feature (what lesson retrieval scores against)."""
-    c: Counter = Counter()
-    for g in groups:
-        for f in g.signature.features:
-            c[f] += g.count
-    return c

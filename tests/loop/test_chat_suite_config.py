@@ -7,11 +7,13 @@ import pytest
 from evolve.errors import ConfigError
 from evolve.gym.chat import humaneval_split
 from evolve.loop.config import LoopConfig
+from evolve.loop.selection.configs import GateSelection
 from evolve.loop.runner import load_suite, suite_record
 
 
 def test_humaneval_chat_split_is_recorded_and_used():
-    cfg = LoopConfig(suite="humaneval-chat", split_seed=3, heldout_fraction=0.25, heldout_tasks=500, val_tasks=4)
+    cfg = LoopConfig(suite="humaneval-chat", split_seed=3, heldout_fraction=0.25, heldout_tasks=500,
+                     selection=GateSelection(val_tasks=4))
     rec = suite_record(cfg)["suite_split"]
     assert rec["split_seed"] == 3 and rec["heldout"] == humaneval_split(3, 0.25)[1] and len(rec["heldout"]) == 41
     train, heldout, val, _all_heldout = load_suite(cfg)

@@ -1,4 +1,4 @@
-"""Guided retries and GiGPO through the coupled loop on the self-repair environment (CI-preset model,
+"""Guided retries and GiGPO through the coupled loop (in-group selection, the default) on the self-repair environment (CI-preset model,
 real sandbox, real SQLite, the real CLI): the guided samples are stored with their sources, the
 leakage audit sits next to held-out pass@1, and resume and replay are hash-equal."""
 
@@ -14,7 +14,6 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIG = """
 [loop]
 mode = "coupled"
-selection = "gate"  # guided retries run on the gate path (in_group refuses them)
 generations = 2
 seed = 1
 policy = "{policy}"
@@ -30,10 +29,6 @@ heldout_tasks = 3
 heldout_samples = 2
 heldout_ks = [1, 2]
 proposals_per_generation = 1
-minibatch_tasks = 2
-minibatch_samples = 2
-val_tasks = 2
-val_samples = 2
 """
 
 

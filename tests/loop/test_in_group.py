@@ -61,13 +61,12 @@ def run(session, generations: int):
     return outs
 
 
-@pytest.mark.parametrize("score", ["reward", "passed"])
-def test_in_group_split_routing_enforced_and_random_control_scores(tiny_model_dir, tmp_path, score):
+def test_in_group_split_routing_enforced_and_random_control_scores(tiny_model_dir, tmp_path):
     """Random rewards give mixed, all-fail and all-pass groups even on the CI model. The control
-    randomises the prompt lever whatever it scores: the CI model's verdicts are almost all "failed",
-    so a verdict-scored challenger that leaked the real signal would show mean difference 0."""
-    session, calls = start(tmp_path, reward="random", selection="in_group", challenger_samples=2, challenger_pool=1,
-                           distill="seed", baseline="per_prompt", selection_score=score)
+    randomises the prompt lever too: the CI model's verdicts are almost all "failed", so a
+    verdict-scored challenger that leaked the real signal would show mean difference 0."""
+    session, calls = start(tmp_path, reward="random", selection={"type": "in_group", "challenger_pool": 1},
+                           distill="seed")
     ch = seed_challenger(session, DISTRACTORS[0])
     try:
         outs = run(session, 2)
@@ -89,6 +88,9 @@ def test_in_group_split_routing_enforced_and_random_control_scores(tiny_model_di
     assert all(len({r.reward for r in g}) > 1 for g in routed)  # mixed only: all-fail stay with reflection
     assert out.metrics["routing"]["all_fail"] > 0 and out.metrics["routing"]["weight_groups"] == len(routed)
     assert n_distill > 0 and all(r.prompt_version == inc for g in calls[0][len(routed):] for r in g)
+    # one advantage group per task across both prompts (the task baseline)
+    assert [len({r.task_id for r in g}) for g in routed] == [1] * len(routed)
+    assert any(len({r.prompt_version for r in g}) == 2 for g in routed)
     # the control randomises the prompt signal too: the challenger's paired differences are not all 0
     rec = out.metrics["challengers"][0]
     assert rec["id"] == ch.id and rec["n"] == 4 and rec["mean_diff"] != 0.0
@@ -121,10 +123,13 @@ def test_all_fail_groups_reach_the_weights_only_when_set(tiny_model_dir, tmp_pat
     assert trained["both"] > trained["reflection"]
 
 
+GATE = {"type": "gate", "minibatch_tasks": 3, "minibatch_samples": 2, "val_tasks": 4, "val_samples": 2}
+
+
 @pytest.mark.parametrize("selection,budget", [("in_group", 40), ("gate", 45)])
 def test_max_rollouts_is_never_overshot(tiny_model_dir, tmp_path, selection, budget):
-    session, _ = start(tmp_path, selection=selection, max_rollouts=budget, challenger_samples=2,
-                       generations=10)
+    session, _ = start(tmp_path, selection=GATE if selection == "gate" else {"type": selection},
+                       max_rollouts=budget, generations=10)
     try:
         outs = run(session, 10)
     finally:
@@ -173,9 +178,9 @@ def test_distractor_line_is_not_promoted_in_the_real_loop(tmp_path):
     """The default model on the hard tier, prompt lever only, a challenger adding a line the teacher
     ignores; the pool holds only it (cap 1), so nothing else competes. Promotion would be a false
     positive (rate <= alpha = 0.05 by the rule; the synthetic test measures the rate)."""
-    session, _ = start(tmp_path, config=REPO / "configs" / "default.toml", mode="prompt", selection="in_group",
-                       suite="tiny-coder-hard", challenger_pool=1, promote_alpha=0.05, evict_below=0.0,
-                       challenger_pick="ucb", tasks_per_generation=8, heldout_tasks=2,
+    session, _ = start(tmp_path, config=REPO / "configs" / "default.toml", mode="prompt",
+                       selection={"type": "in_group", "challenger_pool": 1, "promote_alpha": 0.05, "evict_below": 0.0},
+                       suite="tiny-coder-hard", tasks_per_generation=8, heldout_tasks=2,
                        heldout_samples=1, heldout_ks=(1,), attribution=False)
     ch = seed_challenger(session, DISTRACTORS[2])  # "Think step by step." (the old gate accepted it)
     try:
@@ -217,8 +222,7 @@ def test_status_line_shows_each_candidate_and_its_evidence():
 def test_thompson_pick_and_eviction_in_the_real_loop(tiny_model_dir, tmp_path):
     """A full pool (cap 1) and evict_below close to 1: when reflection proposes, the measured
     challenger is retired as evicted (its lines count as rejected) and the proposal takes its place."""
-    session, _ = start(tmp_path, selection="in_group", challenger_samples=2, challenger_pool=1,
-                       challenger_pick="thompson", evict_below=0.99, baseline="task")
+    session, _ = start(tmp_path, selection={"type": "in_group", "challenger_pool": 1, "evict_below": 0.99})
     ch = seed_challenger(session, DISTRACTORS[0])
     try:
         outs = run(session, 2)
@@ -244,8 +248,8 @@ def _scored(prompt: str, task: str, rewards_passed: list[tuple[float, bool]]) ->
 
 def test_paired_differences_score_the_verdict_or_the_reward():
     """A lesson that turns near-misses (reward 0.9, failed) into passes moves the reward a little and
-    the verdict a lot; selection_score picks which one the paired test sees (slow reference below)."""
-    from evolve.loop.in_group import paired_differences
+    the verdict a lot; the paired test sees the verdict (the random control: its reward draw)."""
+    from evolve.loop.selection.in_group import paired_differences
 
     inc = _scored("I", "a", [(0.9, False), (0.9, False)]) + _scored("I", "b", [(1.0, True), (0.0, False)])
     ch = _scored("C", "a", [(1.0, True), (0.9, False)]) + _scored("C", "b", [(1.0, True), (0.0, False)])
@@ -261,39 +265,3 @@ def test_paired_differences_score_the_verdict_or_the_reward():
         assert diffs == pytest.approx(reference(by))
     assert paired_differences(inc, ch, "passed")[0] == pytest.approx([0.5, 0.0])
     assert paired_differences(inc, ch, "reward")[0] == pytest.approx([0.05, 0.0])
-
-
-
-def test_a_run_recorded_before_a_rule_changed_resumes_under_its_own_rules(tiny_model_dir, tmp_path):
-    """Keys added with a new default (promote_test, thompson_variance, selection_score) are absent
-    from older runs' recorded configs: resume must rebuild the rules those runs started with."""
-    import json
-    import sqlite3
-
-    from evolve.loop.config import RECORDED_BEFORE
-    from evolve.loop.runner import session_from_generation
-
-    session, _ = start(tmp_path, selection="in_group")
-    try:
-        run(session, 1)
-    finally:
-        session.close()
-    con = sqlite3.connect(tmp_path / "l.db")
-    (raw,) = con.execute("select config from run where name = 'r'").fetchone()
-    config = json.loads(raw)
-    assert {k: config["loop"][k] for k in RECORDED_BEFORE} == {
-        "promote_test": "signflip", "thompson_variance": "empirical", "selection_score": "passed"}
-    for key in RECORDED_BEFORE:
-        del config["loop"][key]
-    con.execute("update run set config = ? where name = 'r'", (json.dumps(config),))
-    con.commit()
-    con.close()
-    store = LineageStore.open("sqlite:///" + str(tmp_path / "l.db"))
-    try:
-        resumed, _, tmp = session_from_generation(store, store.get_run("r"), store.resolve_generation("r:1"),
-                                                  lambda s: None)
-        cfg = resumed.ctx.config
-        resumed.close()
-    finally:
-        store.close()
-    assert (cfg.promote_test, cfg.thompson_variance, cfg.selection_score) == ("betting", "fixed", "reward")

@@ -155,10 +155,12 @@ def test_report_writes_plots_and_summary(base_run, tmp_path):
     ("[loop]\nmode = 'sideways'\n", "mode must be one of"),
     ("[loop]\nbogus_key = 1\n", "unknown key 'bogus_key'"),
     ("[loop\nmode=", "malformed TOML"),
-    ("[loop]\ngate_rule = 'coin'\n", "gate_rule must be one of"),
-    ("[loop]\nevict_below = 1.5\n", "evict_below must be in [0, 1)"),
-    ("[loop]\nselection_score = 'vibes'\n", "selection_score must be one of reward, passed"),
-    ("[loop]\nevict_margin = -0.1\n", "evict_margin must be in [0, 1)"),
+    ("[loop]\ngate_rule = 'coin'\n", "unknown key 'gate_rule'"),
+    ("[loop.selection]\nevict_below = 1.5\n", "selection.evict_below must be in [0, 1)"),
+    ("[loop]\nselection_score = 'vibes'\n", "unknown key 'selection_score'"),
+    ("[loop.selection]\ntype = 'gate'\ngate_alpha = 0\n", "selection.gate_alpha must be in (0, 1)"),
+    ("[loop.selection]\nval_tasks = 2\n", "selection.val_tasks does nothing under type 'in_group'"),
+    ("[loop]\nselection = 'gate'\n", "selection must be a table"),
 ])
 def test_malformed_config_gives_one_line(tmp_path, content, needle):
     from loop_helpers import LoopDB

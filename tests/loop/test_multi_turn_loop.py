@@ -24,10 +24,6 @@ heldout_tasks = 3
 heldout_samples = 2
 heldout_ks = [1, 2]
 proposals_per_generation = 1
-minibatch_tasks = 2
-minibatch_samples = 2
-val_tasks = 2
-val_samples = 2
 """
 
 

@@ -48,11 +48,12 @@ def test_distractors_are_promoted_no_more_often_than_alpha():
 
 
 def test_a_real_lesson_is_promoted():
-    rule = EvidenceRule(alpha=0.05)
+    """The loop's regime: common random numbers, the default rule (0.1 over 6 looks)."""
+    rule = EvidenceRule()
     rng = np.random.default_rng(1)
-    trials = [trial(rng, rule, effect=0.32, share=0.5) for _ in range(100)]
-    assert np.mean([t.decision == "promoted" for t in trials]) >= 0.9
-    assert np.median([len(t.per_generation) for t in trials if t.decision == "promoted"]) <= 10
+    trials = [trial(rng, rule, effect=0.32, share=0.5, coupled=True) for _ in range(100)]
+    assert np.mean([t.decision == "promoted" for t in trials]) >= 0.9  # measured: 1.0 (0.85 with independent samples)
+    assert np.median([len(t.per_generation) for t in trials if t.decision == "promoted"]) <= 3  # measured: 2
 
 
 def test_a_harmful_line_is_retired_as_losing():
@@ -89,11 +90,10 @@ def test_margin_makes_promotion_harder():
     assert not rejects_at_most(d, 0.2, 0.05)
 
 
-@pytest.mark.parametrize("test", ["betting", "signflip"])
-def test_random_reward_control_can_promote_at_about_the_error_rate(test):
+def test_random_reward_control_can_promote_at_about_the_error_rate():
     """Under the random-reward control both arms get independent Bernoulli(0.5) rewards: a
     challenger can be promoted by chance, and no more often than alpha."""
-    rule = EvidenceRule(alpha=0.05, cap=240, test=test, looks=6)
+    rule = EvidenceRule(alpha=0.05, cap=240, looks=6)
     rng = np.random.default_rng(4)
     promoted = 0
     for _ in range(1500):
@@ -110,15 +110,15 @@ def _ch(text: str, incumbent: str = "inc") -> Challenger:
     return Challenger({"system": "s", "lessons": text}, ["inc"], "add-lesson", 1, incumbent)
 
 
-def test_pool_cap_dedup_pick_and_reset():
+def test_pool_cap_dedup_and_reset():
     rule = EvidenceRule()
     pool = ChallengerPool(cap=2)
     a, b = _ch("a"), _ch("b")
     assert pool.add(a) and pool.add(b)
     assert not pool.add(_ch("c"))  # full
     assert pool.room == 0
-    rule.decide(a.evidence, [-0.5] * 8)  # a looks worse: b (no data, bound +1) goes first
-    assert [c.id for c in pool.pick(1, rule)] == [b.id]
+    rule.decide(a.evidence, [-0.5] * 8)  # a is losing
+    assert a.evidence.decision == "retired-losing"
     pool.close(a.id, 3, rule)
     assert not pool.add(_ch("a"))  # a decided challenger is not re-admitted
     pool.reset("new")
@@ -132,20 +132,11 @@ def test_config_rejects_bad_alpha(alpha):
     from evolve.errors import ConfigError
     from evolve.loop.config import LoopConfig
 
-    with pytest.raises(ConfigError):
-        LoopConfig(promote_alpha=alpha).validate()
+    with pytest.raises(ConfigError, match="promote_alpha"):
+        LoopConfig.from_dict({"selection": {"type": "in_group", "promote_alpha": alpha}})
 
 
-def test_config_keeps_half_the_group_for_the_incumbent():
-    from evolve.errors import ConfigError
-    from evolve.loop.config import LoopConfig
-
-    LoopConfig(selection="in_group", samples_per_task=8, challengers=1, challenger_samples=4).validate()
-    with pytest.raises(ConfigError, match="at least half"):
-        LoopConfig(selection="in_group", samples_per_task=8, challengers=2, challenger_samples=3).validate()
-
-
-# ---- allocation: Thompson sampling and eviction (challenger_pick = "thompson", evict_below) -------
+# ---- allocation: Thompson sampling and eviction (evict_below) --------------------------------------
 
 def test_gaussian_posterior_matches_a_slow_grid_reference():
     from evolve.prompt.evidence import gaussian_posterior, prob_better
@@ -163,41 +154,17 @@ def test_gaussian_posterior_matches_a_slow_grid_reference():
         assert prob_better(d.tolist(), 0.1, 0.12) == pytest.approx(float(w[grid > 0].sum()), abs=1e-3)
 
 
-def test_thompson_concentrates_on_a_promising_challenger_where_ucb_does_not():
-    rule = EvidenceRule()
+def test_thompson_concentrates_on_a_promising_challenger():
     pool = ChallengerPool(cap=4)
     lead = _ch("lead")
     pool.add(lead)
     lead.evidence.diffs = [0.25, 0.0, 0.25, -0.25, 0.5, 0.0, 0.25, 0.0] * 2  # n=16, mean +0.125
     for t in ("x", "y", "z"):
         pool.add(_ch(t))  # new, no data
-    assert pool.pick(1, rule)[0].id != lead.id  # UCB: a new one (bound +1) pre-empts the leader
     rng = np.random.default_rng(0)
     share = np.mean([pool.pick_thompson(1, 0.1, rng)[0].id == lead.id for _ in range(2000)])
     assert share > 0.4  # against 0.25 for an even split over the four
     assert [c.id for c in pool.pick_thompson(4, 0.1, rng)][0] in {c.id for c in pool.active}
-
-
-def test_untried_first_gives_an_unmeasured_challenger_its_first_look():
-    """The ablation's failure: near-neutral measured challengers out-draw an unmeasured lesson."""
-    pool = ChallengerPool(cap=4)
-    a, b, lesson, later = _ch("a"), _ch("b"), _ch("lesson"), _ch("later")
-    for x in (a, b, lesson, later):
-        pool.add(x)
-    a.evidence.diffs = [0.25, 0.25, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]  # +0.06 after one look
-    b.evidence.diffs = [0.25, 0.0, 0.0, 0.0, 0.0, 0.25, 0.0, 0.0]
-    rng = np.random.default_rng(0)
-    plain = [pool.pick_thompson(1, 0.1, rng, True)[0].id for _ in range(2000)]
-    untried = sum(p in (lesson.id, later.id) for p in plain) / len(plain)
-    assert untried < 0.5  # measured: 0.42 for two untried against two measured
-    for _ in range(50):
-        assert [c.id for c in pool.pick_thompson(2, 0.1, rng, True, untried_first=True)] == [lesson.id, later.id]
-    lesson.evidence.diffs = [0.5, 0.0, 0.25, 0.0, 0.0, 0.5, 0.0, -0.25]
-    assert pool.pick_thompson(1, 0.1, rng, True, untried_first=True)[0].id == later.id
-    r1, r2 = np.random.default_rng(5), np.random.default_rng(5)
-    pool.pick_thompson(1, 0.1, r1, True, untried_first=True)
-    pool.pick_thompson(1, 0.1, r2, True)
-    assert r1.random() == r2.random()  # the same draws either way: the setting does not shift the RNG
 
 
 def test_weakest_is_the_least_likely_to_win_and_only_below_the_threshold():
@@ -205,68 +172,31 @@ def test_weakest_is_the_least_likely_to_win_and_only_below_the_threshold():
     a, b, c = _ch("a"), _ch("b"), _ch("c")
     for x in (a, b, c):
         pool.add(x)
-    a.evidence.diffs = [-0.25] * 8
+    a.evidence.diffs = [-0.25, 0.25, -0.5, 0.0, -0.25, -0.25, 0.0, -0.5]  # P(better) 0.09 on its own variance
     b.evidence.diffs = [0.0] * 8  # c: no data, never evicted
     assert pool.weakest(0.1, 0.3).id == a.id
-    assert pool.weakest(0.1, 0.001) is None
+    assert pool.weakest(0.1, 0.05) is None
     a.evidence.diffs = [0.25] * 8
     assert pool.weakest(0.1, 0.6).id == b.id  # P(better) of b is 1/2
 
 
-def test_evict_margin_moves_out_a_measured_near_neutral_challenger_but_not_a_promising_one():
-    """evict_margin: the chance compared with evict_below is that of beating the incumbent by more
-    than the margin (slow reference: the posterior's mass above it on a grid)."""
-    from evolve.prompt.evidence import pair_variance, prob_better
-
-    pool = ChallengerPool(cap=3)
-    neutral, lesson, new = _ch("n"), _ch("l"), _ch("x")
-    for x in (neutral, lesson, new):
-        pool.add(x)
-    neutral.evidence.diffs = [0.0, 0.25, 0.0, -0.25, 0.0, 0.0, 0.25, 0.0] * 3  # n=24, mean +0.01
-    lesson.evidence.diffs = [0.5, 0.0, 0.25, 0.0, 0.0, 0.5, 0.0, -0.25]  # one look, mean +0.125
-    assert pool.weakest(0.1, 0.3, True) is None  # by anything: the neutral one stays (P ~ 0.6)
-    assert pool.weakest(0.1, 0.3, True, margin=0.05).id == neutral.id
-    assert prob_better(lesson.evidence.diffs, 0.1, pair_variance(lesson.evidence.diffs), 0.05) > 0.3
-    grid = np.linspace(-1, 1, 40001)
-    for d in (neutral.evidence.diffs, lesson.evidence.diffs):
-        v = pair_variance(d)
-        logp = -grid**2 / (2 * 0.1**2) - sum((x - grid) ** 2 for x in d) / (2 * v)
-        w = np.exp(logp - logp.max())
-        w /= w.sum()
-        assert prob_better(d, 0.1, v, 0.05) == pytest.approx(float(w[grid > 0.05].sum()), abs=1e-3)
-
-
-# ---- the sign-flip rule (test = "signflip", the loop's default) ---------------------------------
+# ---- the sign-flip rule ------------------------------------------------------------------------
 
 def test_signflip_distractors_are_promoted_no_more_often_than_alpha_over_all_looks():
-    rule = EvidenceRule(alpha=0.1, test="signflip", looks=6, cap=240)
+    rule = EvidenceRule(alpha=0.1, looks=6, cap=240)
     rng = np.random.default_rng(10)
     trials = [trial(rng, rule) for _ in range(1000)]  # independent samples: symmetric, never all 0
     rate = np.mean([t.decision == "promoted" for t in trials])
     assert rate <= rule.alpha
     assert all(len(t.per_generation) <= 6 for t in trials)  # retired at the look cap
     # not vacuous: without the correction for looks (each look at alpha) chance winners get through
-    naive = EvidenceRule(alpha=0.6, test="signflip", looks=6, cap=240)  # 0.6 / 6 = 0.1 per look
+    naive = EvidenceRule(alpha=0.6, looks=6, cap=240)  # 0.6 / 6 = 0.1 per look
     rng = np.random.default_rng(10)
     assert np.mean([trial(rng, naive).decision == "promoted" for _ in range(1000)]) > rule.alpha
 
 
-def test_signflip_promotes_a_small_consistent_lesson_sooner_than_betting():
-    """The regime of ablation.json: a lesson worth +0.15 on half the tasks, under common random
-    numbers. Both rules at alpha 0.1; the sign-flip rule decides in fewer looks."""
-    sf = EvidenceRule(alpha=0.1, test="signflip", looks=6, cap=240)
-    bet = EvidenceRule(alpha=0.1, cap=240)
-    looks = {}
-    for name, rule in (("sf", sf), ("bet", bet)):
-        rng = np.random.default_rng(11)
-        trials = [trial(rng, rule, effect=0.15, share=0.5, coupled=True) for _ in range(200)]
-        assert np.mean([t.decision == "promoted" for t in trials]) >= 0.9
-        looks[name] = np.median([len(t.per_generation) for t in trials if t.decision == "promoted"])
-    assert looks["sf"] <= 3 and looks["bet"] >= 2 * looks["sf"]  # measured: 3 and 7
-
-
 def test_signflip_retires_losing_and_at_the_look_cap():
-    rule = EvidenceRule(alpha=0.1, test="signflip", looks=3)
+    rule = EvidenceRule(alpha=0.1, looks=3)
     ev = Evidence()
     assert rule.decide(ev, [-0.25, -0.5, 0.0, -0.25, -0.25, 0.0, -0.5, -0.25]) == "retired-losing"
     ev = Evidence()
@@ -286,26 +216,22 @@ def test_pair_variance_shrinks_towards_the_prior():
     assert pair_variance(d) == pytest.approx((np.var(d) * 4 + 2 * PAIR_VAR) / (3 + 2))
 
 
-def test_empirical_variance_concentrates_thompson_on_a_consistent_lesson():
+def test_own_variance_concentrates_thompson_on_a_consistent_lesson():
     """A lesson whose differences are small but consistent (common random numbers) against three
-    new challengers: with its own variance Thompson samples it most generations."""
+    new challengers: with its own (shrunk) variance Thompson samples it most generations; with the
+    fixed PAIR_VAR of all challengers (deleted: 0.531 against 0.555 held-out) it got 0.39 of them.
+    Slow reference for the fixed-variance share: the draws written out."""
+    from evolve.prompt.evidence import PAIR_VAR, gaussian_posterior
+
     pool = ChallengerPool(cap=4)
     lead = _ch("lead")
     pool.add(lead)
     lead.evidence.diffs = [0.25, 0.0, 0.0, 0.125, 0.0, 0.25, 0.0, 0.125] * 2  # n=16, mean +0.094
     for t in ("x", "y", "z"):
         pool.add(_ch(t))
-    shares = {}
-    for empirical in (False, True):
-        rng = np.random.default_rng(0)
-        shares[empirical] = np.mean([pool.pick_thompson(1, 0.1, rng, empirical)[0].id == lead.id
-                                     for _ in range(2000)])
-    assert shares[True] > shares[False] + 0.07  # measured: 0.50 against 0.39
-
-
-def test_config_rejects_an_unknown_promotion_test():
-    from evolve.errors import ConfigError
-    from evolve.loop.config import LoopConfig
-
-    with pytest.raises(ConfigError, match="promote_test must be one of betting, signflip"):
-        LoopConfig(promote_test="ttest").validate()
+    rng = np.random.default_rng(0)
+    share = np.mean([pool.pick_thompson(1, 0.1, rng)[0].id == lead.id for _ in range(2000)])
+    rng = np.random.default_rng(0)
+    fixed = np.mean([int(np.argmax([rng.normal(*gaussian_posterior(c.evidence.diffs, 0.1, PAIR_VAR))
+                                    for c in pool.active])) == 0 for _ in range(2000)])
+    assert share > fixed + 0.07  # measured: 0.50 against 0.39

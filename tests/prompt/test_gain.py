@@ -1,4 +1,6 @@
-"""Prompt-only evolution with the offline reflector and frozen weights gains pass@1 on the gym.
+"""Prompt-only evolution with the offline reflector and frozen weights gains pass@1 on the gym,
+through the loop's own prompt-only path (``run_generation`` with ``mode = "prompt"`` and in-group
+selection: the same code every run uses, no separate driver).
 
 Two frozen policies, both judged by the real sandboxed verifier on tasks and seeds the
 evolution never saw:
@@ -25,7 +27,6 @@ from evolve.prompt import (
     make_reflector,
 )
 from evolve.prompt.adapter import roll_out_candidate
-from evolve.prompt.driver import DriverConfig, evolve_prompt_only
 from evolve.prompt.lessons import split_lessons
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,27 +63,46 @@ def pass_at_1(policy, verifier, cand, tasks, n, seed) -> float:
     return sum(r.passed for g in groups for r in g) / sum(len(g) for g in groups)
 
 
+def prompt_only_loop(policy, verifier, train, heldout, generations: int, tasks: int, samples: int):
+    """The loop's prompt-only generations (frozen weights, in-group selection); returns the evolver
+    and every generation's metrics."""
+    from evolve.loop.config import GenerationSeeds, LoopConfig
+    from evolve.loop.context import LoopContext
+    from evolve.loop.controller import run_generation
+    from evolve.loop.state import LoopState, SamplerState
+
+    cfg = LoopConfig(mode="prompt", tasks_per_generation=tasks, samples_per_task=samples, heldout_tasks=len(heldout),
+                     heldout_samples=1, heldout_ks=(1,), attribution=False, generations=generations,
+                     proposals_per_generation=3, max_lessons=3)
+    pcfg = PromptEvolutionConfig(proposals_per_step=3, max_lessons=3)
+    ev = PromptEvolver(pcfg, make_reflector(pcfg, MemoryRecorder()), SEED)
+    ctx = LoopContext(cfg, policy, verifier, ev, train, heldout, [], {t.task_id: t for t in train + heldout},
+                      learn_weights=False, learn_prompt=True)
+    state, metrics, parent = LoopState(SamplerState(seed=0)), [], None
+    for i in range(1, generations + 1):
+        out = run_generation(ctx, state, i, GenerationSeeds.derive(0, i), "frozen", parent)
+        parent = out.metrics["heldout"]
+        metrics.append(out.metrics)
+    return ev, metrics
+
+
 def test_offline_prompt_evolution_gains_heldout_pass_at_1_with_the_teacher_policy():
     from evolve.verification import Verifier
 
     train, heldout = load_gym("train", seed=0), load_gym("heldout", seed=0)
-    rng = random.Random(0)
-    rng.shuffle(train)
-    val, reflect_on = train[:16], train[16:]
+    random.Random(0).shuffle(train)
     policy = TeacherPolicy(train + heldout)
-    cfg = PromptEvolutionConfig(proposals_per_step=3, max_lessons=3)
-    ev = PromptEvolver(cfg, make_reflector(cfg, MemoryRecorder()), SEED)
     with Verifier(jobs=2) as v:
         before = pass_at_1(policy, v, SEED, heldout, 4, seed=12345)
-        res = evolve_prompt_only(ev, policy, v, reflect_on, val,
-                                 DriverConfig(steps=5, tasks_per_step=12, samples_per_task=2, minibatch_tasks=12))
-        after = pass_at_1(policy, v, res.best, heldout, 4, seed=12345)
-    lessons = split_lessons(res.best.components.get("lessons", ""))
+        ev, metrics = prompt_only_loop(policy, v, train, heldout[:8], generations=10, tasks=24, samples=8)
+        best = ev.current()
+        after = pass_at_1(policy, v, best, heldout, 4, seed=12345)
+    lessons = split_lessons(best.components.get("lessons", ""))
     print(f"teacher held-out pass@1 {before:.3f} -> {after:.3f}; lessons {lessons}")
     assert after >= before + 0.10
     assert set(lessons) & set(NOTES.values())  # it found at least one causal line, untold
-    accepted = [p for s in res.steps for p in s["proposals"] if p["accepted"]]
-    assert accepted and all(p["minibatch"] > p["parent_minibatch"] for p in accepted if p["kind"] != "merge")
+    promoted = [r for m in metrics for r in m["challengers"] if r["decision"] == "promoted"]
+    assert promoted and all(r["mean_diff"] > 0 and r["p"] <= r["p_threshold"] for r in promoted)
 
 
 def _default_tiny_model() -> Path | None:
@@ -117,14 +137,11 @@ def test_offline_prompt_evolution_gains_pass_at_1_with_the_frozen_tiny_model():
     rng = random.Random(0)
     rng.shuffle(train)
     heldout = random.Random(1).sample(heldout, 60)
-    cfg = PromptEvolutionConfig(proposals_per_step=3, max_lessons=3)
-    ev = PromptEvolver(cfg, make_reflector(cfg, MemoryRecorder()), SEED)
     with Verifier(jobs=2) as v:
         before = pass_at_1(policy, v, SEED, heldout, 8, seed=4242)
-        # The configuration of the measured run (prompts/README.md): 40 validation tasks, 6 steps.
-        res = evolve_prompt_only(ev, policy, v, train[40:], train[:40],
-                                 DriverConfig(steps=6, tasks_per_step=12, samples_per_task=4, minibatch_tasks=12))
-        after = pass_at_1(policy, v, res.best, heldout, 8, seed=4242)
-    print(f"tiny model held-out pass@1 {before:.3f} -> {after:.3f}; best {res.best.components}")
-    # Held-out tasks and sampling seeds are never seen by the evolution; 320 samples per side.
-    assert res.best.id != SEED.id and after > before
+        ev, _ = prompt_only_loop(policy, v, train, heldout[:8], generations=8, tasks=12, samples=8)
+        best = ev.current()
+        after = pass_at_1(policy, v, best, heldout, 8, seed=4242)
+    print(f"tiny model held-out pass@1 {before:.3f} -> {after:.3f}; best {best.components}")
+    # Held-out tasks and sampling seeds are never seen by the evolution; 480 samples per side.
+    assert best.id != SEED.id and after > before

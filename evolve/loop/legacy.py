@@ -1,0 +1,59 @@
+"""Run configs recorded before ``[loop.selection]`` existed: flat selection keys, and options that
+have since been deleted because they measured worse.
+
+A recorded run resumes and replays under the rules it ran with, or not at all. So an old flat config
+is rewritten into the nested one when every rule it used still exists (the result is the same
+config, and replays hash-equal), and refused with one line naming the code version that recorded it
+when it used a deleted rule: check that version out to resume or replay such a run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evolve.errors import ConfigError
+
+# Keys added with a new default: absent from an older record means the behaviour before them.
+_ABSENT_MEANT = {"promote_test": "betting", "thompson_variance": "fixed", "selection_score": "reward"}
+# Deleted rules: legacy key -> the one value that still exists, per selection type it mattered to.
+_KEPT_IN_GROUP = {"challengers": 1, "challenger_pick": "thompson", "thompson_variance": "empirical",
+                  "thompson_untried_first": False, "evict_margin": 0.0, "baseline": "task",
+                  "promote_test": "signflip", "selection_score": "passed"}
+_KEPT_GATE = {"gate_rule": "signflip", "promotion": "best_val", "reuse_candidate_rollouts": "winner",
+              "selection_score": "passed"}
+_IN_GROUP_KEYS = ("challenger_pool", "thompson_prior_sd", "evict_below", "promote_alpha", "promote_looks",
+                  "promote_margin", "retire_alpha", "evidence_cap")
+_GATE_KEYS = ("minibatch_tasks", "minibatch_samples", "val_tasks", "val_samples", "gate_alpha", "gate_margin")
+_DROPPED = ("challenger_samples", "noninferior_tolerance", *_KEPT_IN_GROUP, *_KEPT_GATE)
+
+
+def upgrade_recorded(data: dict[str, Any], source: str, recorded_by: str | None = None) -> dict[str, Any]:
+    """The nested config equivalent to a recorded one (returned as is when already nested)."""
+    if not isinstance(data.get("selection", "in_group"), str):
+        return data
+    old = {**_ABSENT_MEANT, **data}
+    kind = old.get("selection", "in_group")
+    if old.get("mode", "coupled") != "weights":  # weights-only ran no prompt selection at all
+        _refuse_deleted(old, kind, source, recorded_by)
+    keys = _IN_GROUP_KEYS if kind == "in_group" else _GATE_KEYS
+    selection = {"type": kind, **{k: old[k] for k in keys if k in old}}
+    if selection.get("evict_below", 0) is None:  # None meant "never", now 0
+        selection["evict_below"] = 0.0
+    dropped = set(_DROPPED) | set(_IN_GROUP_KEYS) | set(_GATE_KEYS)
+    return {**{k: v for k, v in old.items() if k not in dropped}, "selection": selection}
+
+
+def _refuse_deleted(old: dict[str, Any], kind: str, source: str, recorded_by: str | None) -> None:
+    kept = dict(_KEPT_IN_GROUP if kind == "in_group" else _KEPT_GATE)
+    if old.get("reward") == "random":  # the control scored its own draw whatever selection_score said
+        kept.pop("selection_score")
+    used = {k: old[k] for k, v in kept.items() if k in old and old[k] != v}
+    if kind == "in_group":
+        half = old.get("samples_per_task", 8) // 2
+        if old.get("challenger_samples") not in (None, half):
+            used["challenger_samples"] = old["challenger_samples"]
+    if used:
+        key, value = next(iter(sorted(used.items())))
+        by = f"evolve {recorded_by}" if recorded_by else "an older evolve"
+        raise ConfigError(f"{source}: recorded by {by} under {key} = {value!r}, a rule this version no "
+                          f"longer has (deleted as measured worse); check out that version to resume or replay it")

@@ -1,0 +1,144 @@
+"""``[loop.selection]`` as a discriminated union, and runs recorded before it existed.
+
+The legacy configs in fixtures/legacy_loop_configs.json were written by evolve 8bc8562 (the last
+version with flat selection keys) for three real runs of configs/ci.toml-sized loops: in-group, gate
+and weights-only. A run recorded under rules that still exist must resume and replay hash-equal; one
+recorded under a deleted rule is refused with one line naming the code version that recorded it.
+Real tiny model, real sandbox, real SQLite, the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evolve.errors import ConfigError
+from evolve.loop.config import LoopConfig
+from evolve.loop.legacy import upgrade_recorded
+
+REPO = Path(__file__).resolve().parents[2]
+LEGACY = json.loads((Path(__file__).parent / "fixtures" / "legacy_loop_configs.json").read_text())
+GATE = {"type": "gate", "minibatch_tasks": 3, "minibatch_samples": 2, "val_tasks": 4, "val_samples": 2}
+# The nested equivalent of each legacy run (ci.toml-sized, one generation).
+EQUIVALENT = {"legacy-ingroup": {"selection": {"type": "in_group"}},
+              "legacy-gate": {"selection": GATE},
+              "legacy-weights": {"mode": "weights"}}
+
+
+def _new(name: str) -> LoopConfig:
+    return LoopConfig.from_toml(REPO / "configs" / "ci.toml").with_overrides(generations=1, **EQUIVALENT[name])
+
+
+@pytest.mark.parametrize("name", sorted(EQUIVALENT))
+def test_a_legacy_config_upgrades_to_the_same_config(name):
+    old = LEGACY[name]
+    assert isinstance(old["loop"]["selection"], str)  # really the flat format
+    got = LoopConfig.from_recorded(old["loop"], recorded_by=old["code_version"])
+    want = _new(name)
+    if name == "legacy-weights":  # the selection table is ignored without the prompt lever
+        got = got.with_overrides(selection=want.selection)
+    assert got == want
+
+
+@pytest.mark.parametrize("key,value", [("promote_test", "betting"), ("challengers", 2), ("baseline", "per_prompt"),
+                                       ("selection_score", "reward"), ("thompson_untried_first", True),
+                                       ("challenger_samples", 1), ("challenger_pick", "ucb")])
+def test_a_legacy_in_group_run_under_a_deleted_rule_is_refused(key, value):
+    loop = {**LEGACY["legacy-ingroup"]["loop"], key: value}
+    with pytest.raises(ConfigError) as e:
+        upgrade_recorded(loop, "run x", "8bc85629dba0")
+    msg = str(e.value)
+    assert "\n" not in msg and "8bc85629dba0" in msg and key in msg
+
+
+def test_deleted_rules_that_never_applied_do_not_refuse():
+    gate = {**LEGACY["legacy-gate"]["loop"], "promote_test": "betting", "challengers": 2}  # in-group keys
+    assert upgrade_recorded(gate, "run x")["selection"]["type"] == "gate"
+    weights = {**LEGACY["legacy-weights"]["loop"], "gate_rule": "strict", "baseline": "per_prompt"}
+    assert upgrade_recorded(weights, "run x")["mode"] == "weights"
+    control = {**LEGACY["legacy-ingroup"]["loop"], "reward": "random", "selection_score": "reward"}
+    assert upgrade_recorded(control, "run x")["reward"] == "random"  # the control scored its draw anyway
+    with pytest.raises(ConfigError, match="gate_rule"):
+        upgrade_recorded({**LEGACY["legacy-gate"]["loop"], "gate_rule": "strict"}, "run x")
+    with pytest.raises(ConfigError, match="promotion"):
+        upgrade_recorded({**LEGACY["legacy-gate"]["loop"], "promotion": "noninferior"}, "run x")
+
+
+@pytest.mark.parametrize("table,needle", [
+    ({"type": "in_group", "val_tasks": 4}, "belongs to selection type 'gate'"),
+    ({"type": "gate", "promote_alpha": 0.1}, "belongs to selection type 'in_group'"),
+    ({"type": "in_group", "challengers": 2}, "no selection type has it"),
+    ({"type": "beam"}, "selection.type must be one of"),
+    ({"type": "in_group", "promote_alpha": 1.5}, "selection.promote_alpha must be in"),
+    ({"type": "gate", "val_samples": 0}, "selection.val_samples must be a positive integer"),
+])
+def test_a_selection_key_that_does_nothing_is_an_error(table, needle):
+    with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace("[", r"\[")):
+        LoopConfig.from_dict({"selection": table})
+
+
+def test_a_flat_selection_key_is_an_error():
+    with pytest.raises(ConfigError, match=r"unknown key 'val_tasks'.*\[loop.selection\]"):
+        LoopConfig.from_dict({"val_tasks": 4})
+
+
+def test_bad_config_on_the_command_line_is_one_line(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[loop]\n[loop.selection]\ntype = "in_group"\nminibatch_tasks = 3\n')
+    proc = subprocess.run([sys.executable, "-m", "evolve", "run", "--config", str(bad), "--db",
+                           "sqlite:///" + str(tmp_path / "l.db")], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "minibatch_tasks" in lines[0] and "Traceback" not in proc.stderr
+
+
+def _cli(db: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evolve", *args, "--db", "sqlite:///" + str(db)], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+
+
+def _swap_loop_config(db: Path, run: str, loop: dict) -> None:
+    con = sqlite3.connect(db)
+    (raw,) = con.execute("select config from run where name = ?", (run,)).fetchone()
+    config = json.loads(raw)
+    config["loop"] = loop
+    con.execute("update run set config = ? where name = ?", (json.dumps(config), run))
+    con.commit()
+    con.close()
+
+
+@pytest.mark.parametrize("name", ["legacy-ingroup", "legacy-gate"])
+def test_a_run_recorded_in_the_flat_format_replays_resumes_or_is_refused(tiny_model_dir, tmp_path, name):
+    """The run is made by this version from the nested equivalent, then its recorded config is replaced
+    by what 8bc8562 recorded for the same loop: replay must still be hash-equal, and resume must run.
+    Under a deleted rule, both refuse."""
+    cfg = tmp_path / "new.toml"
+    sel = EQUIVALENT[name]["selection"]
+    cfg.write_text((REPO / "configs" / "ci.toml").read_text().replace("generations = 2", "generations = 1")
+                   + "\n[loop.selection]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in sel.items()))
+    db = tmp_path / "l.db"
+    assert _cli(db, "run", "--config", str(cfg), "--name", "r").returncode == 0
+    _swap_loop_config(db, "r", LEGACY[name]["loop"])
+    replay = _cli(db, "replay", "r:1")
+    assert replay.returncode == 0 and "replay of r:1: identical" in replay.stdout, replay.stdout + replay.stderr
+    resumed = _cli(db, "resume", "r", "--generations", "1")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "gen   2" in resumed.stdout + resumed.stderr
+    # The same record under a rule this version deleted: both commands refuse, in one line naming the
+    # version that recorded it.
+    _swap_loop_config(db, "r", {**LEGACY[name]["loop"], "gate_rule": "strict", "promote_test": "betting"})
+    con = sqlite3.connect(db)
+    con.execute("update run set code_version = ? where name = 'r'", (LEGACY[name]["code_version"],))
+    con.commit()
+    con.close()
+    key = "gate_rule = 'strict'" if name == "legacy-gate" else "promote_test = 'betting'"
+    for args in (("resume", "r", "--generations", "1"), ("replay", "r:1")):
+        proc = _cli(db, *args)
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert len(lines) == 1 and key in lines[0] and "8bc85629" in lines[0], lines
+        assert "Traceback" not in proc.stderr
