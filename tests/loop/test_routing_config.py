@@ -88,8 +88,10 @@ def test_generation_seeds_differ_by_index_but_heldout_seed_is_shared():
     assert GenerationSeeds.derive(1, 1).sample != a.sample
 
 
-def test_groups_never_mix_prompt_versions():
+def test_groups_are_per_task_across_prompts_in_first_seen_order():
+    """One advantage baseline per task, across the prompts that shared its group (E-SPL's
+    "marginalize"; the per-prompt baseline measured worse and was deleted)."""
     a, b = rollout("t", True, i=0), rollout("t", False, i=1)
     b.prompt_version = "other"
-    groups = group_by_task([a, b, rollout("t", False, i=2)])
-    assert [[r.sample_index for r in g] for g in groups] == [[0, 2], [1]]
+    groups = group_by_task([a, rollout("u", False, i=3), b, rollout("t", False, i=2)])
+    assert [[r.sample_index for r in g] for g in groups] == [[0, 1, 2], [3]]

@@ -136,9 +136,10 @@ def test_task_baseline_rewards_the_better_prompt_and_per_prompt_does_not():
 
 
 def test_loop_groups_are_the_baseline_partition():
-    """The loop builds update groups from rollouts with the same partition as the pure function,
-    so the updater (estimator per group) computes exactly ``in_group_advantages``."""
-    from evolve.loop.routing import group_by_baseline
+    """The loop builds update groups from rollouts with the same partition as the pure function's
+    task baseline (the one the loop uses), so the updater (estimator per group) computes exactly
+    ``in_group_advantages``."""
+    from evolve.loop.routing import group_by_task
     from evolve.policy.advantages.baselines import in_group_advantages
     from evolve.rollout import Rollout
 
@@ -147,12 +148,11 @@ def test_loop_groups_are_the_baseline_partition():
         rolls = [Rollout(task_id=t, group=0, sample_index=i, prompt_version=p, weights_version="w", messages=[],
                          prompt_text="", completion="", reward=float(r))
                  for i, (r, t, p) in enumerate(zip(rewards, tasks, prompts, strict=True))]
-        for baseline in ("per_prompt", "task"):
-            for g in group_by_baseline(rolls, baseline):  # what Updater.assign_advantages does per group
-                for r, a in zip(g, est(np.array([x.reward for x in g])), strict=True):
-                    r.advantage = float(a)
-            want = in_group_advantages(rewards, tasks, prompts, baseline, est)
-            np.testing.assert_allclose([r.advantage for r in rolls], want, atol=1e-12)
+        for g in group_by_task(rolls):  # what Updater.assign_advantages does per group
+            for r, a in zip(g, est(np.array([x.reward for x in g])), strict=True):
+                r.advantage = float(a)
+        want = in_group_advantages(rewards, tasks, prompts, "task", est)
+        np.testing.assert_allclose([r.advantage for r in rolls], want, atol=1e-12)
 
 
 def test_unknown_baseline_is_rejected():
