@@ -1,13 +1,13 @@
 """Ablation on the gym's hard tier: does coupling the two levers beat either one alone?
 
-Arms (each a real `evolve run` with configs/ablation.toml plus the arm's overrides):
-  coupled        both levers, in-group prompt selection (per-prompt baseline)
-  coupled-task   the same with the task baseline (optional arm: --arms)
-  coupled-distill  coupled + context distillation into the seed prompt (optional, experimental)
-  coupled-gate   both levers, GEPA's minibatch-then-validation gate (the old path)
-  weights-only   GRPO alone, seed prompt frozen
-  prompt-only    in-group prompt selection alone, weights frozen
-  random-reward  coupled in-group, every learning reward Bernoulli(0.5) (both levers see noise)
+Live arms (each a real `evolve run` with configs/ablation.toml plus the arm's overrides, ARMS below):
+  coupled-sfp        both levers, in-group prompt selection (the default: sign-flip test on the verdict)
+  coupled-sfp-half   the same stopped at half the budget
+  coupled-sfp-l3     the same with at most 3 looks per challenger
+  coupled-gate       both levers, GEPA's minibatch-then-validation gate
+  weights-only       GRPO alone, seed prompt frozen
+  prompt-only-sfp    in-group prompt selection alone, weights frozen
+  random-reward-sfp  coupled, every learning reward Bernoulli(0.5) (both levers see noise)
 
 Every arm spends the same learning-rollout budget (``max_rollouts``, enforced exactly inside a
 generation). Held-out: every held-out task x 8 samples at the start and the end
@@ -15,9 +15,12 @@ generation). Held-out: every held-out task x 8 samples at the start and the end
 12-task x 4-sample subset after every generation (the curves).
 Runs go seed by seed (all arms of seed 0 first), at most ``--jobs`` at once, each in its own
 SQLite file under ``--out``; each finished run's lineage is saved there, so ``--summarize-only``
-reports whatever finished. Raw results: benchmarks/results/ablation.json (results_io).
+reports whatever finished (arms retired since included). Raw results: benchmarks/results/ablation.json
+(results_io). ``--resummarise FILE`` recomputes a results file's figures from the runs it recorded
+and says whether they equal the recorded ones (how the docs' figures of retired arms stay checked).
 
     .venv/bin/python benchmarks/ablation.py [--seeds 0,1,2,3,4] [--jobs 2] [--out runs/ablation]
+    .venv/bin/python benchmarks/ablation.py --resummarise benchmarks/results/ablation.json
 """
 
 from __future__ import annotations
@@ -41,64 +44,55 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from evolve.gym.notes import DISTRACTORS  # noqa: E402
 
-SF = {"selection": "in_group", "baseline": "task", "challenger_pick": "thompson", "evict_below": 0.3,
-      "promote_alpha": 0.1, "promote_test": "signflip", "promote_looks": 6, "thompson_variance": "empirical"}
-SFP = {**SF, "selection_score": "passed"}  # the embedded defaults since d32c742
-ARMS = {  # name -> overrides of configs/ablation.toml
-    "coupled": {"mode": "coupled", "selection": "in_group", "baseline": "per_prompt"},
-    # in-group, evidence concentrated: Thompson allocation, eviction of the least promising
-    # challenger when reflection has a new one, task baseline, promotion at a stated 10% rate
-    "coupled-ts": {"mode": "coupled", "selection": "in_group", "baseline": "task", "challenger_pick": "thompson",
-                   "evict_below": 0.3, "promote_alpha": 0.1, "promote_test": "betting", "thompson_variance": "fixed"},
-    # coupled-ts with the sign-flip promotion test (alpha 0.1 over at most 6 looks) and Thompson
-    # allocation on each challenger's own pair variance (the embedded defaults since dcb5e66)
-    "coupled-sf": {**SF, "mode": "coupled", "heldout_seed_prompt": True},
-    # coupled-sf + context distillation into the seed prompt (experimental; "does the model still
-    # need the prompt?": held-out under the seed prompt is measured too)
-    "coupled-sf-distill": {**SF, "mode": "coupled", "distill": "seed", "heldout_seed_prompt": True},
-    # coupled-sf stopped at half the budget: its full held-out figure against weights-only's at
-    # the whole budget is the direct reading of "reaches weights-only's final with half the rollouts"
-    # (the budget only stops the run: its 8 generations are those of coupled-sf)
-    "coupled-sf-half": {**SF, "mode": "coupled", "max_rollouts": 512},
-    # which half of the change matters: the sign-flip test with the old fixed pair variance
-    "coupled-sf-fixedvar": {**SF, "mode": "coupled", "thompson_variance": "fixed"},
-    "coupled-sf2": {**SF, "mode": "coupled", "challengers": 2, "challenger_samples": 2},  # two challengers a group
-    "prompt-only-sf": {**SF, "mode": "prompt"},
-    # coupled-sf with prompt selection scored on the verdict (passed, the unit of pass@1) instead of
-    # the partial-credit reward: a lesson that turns near-misses into passes moves the reward little
-    "coupled-sfp": {**SFP, "mode": "coupled", "heldout_seed_prompt": True},
-    "coupled-sfp-half": {**SFP, "mode": "coupled", "max_rollouts": 512},
-    "prompt-only-sfp": {**SFP, "mode": "prompt"},
-    # coupled-sfp with faster pool turnover, two ways: at most 3 looks per challenger (alpha/3 per
-    # look), or eviction of a challenger unlikely to beat the incumbent by more than 0.05
-    "coupled-sfp-l3": {**SFP, "mode": "coupled", "promote_looks": 3},
-    # coupled-sfp where an unmeasured challenger gets its first look before Thompson allocation
-    "coupled-sfpu": {**SFP, "mode": "coupled", "thompson_untried_first": True, "heldout_seed_prompt": True},
-    "coupled-sfp-em": {**SFP, "mode": "coupled", "evict_margin": 0.05},
-    "random-reward-sf": {**SF, "mode": "coupled", "reward": "random"},
-    # coupled-sfp's own control; under reward = "random" selection scores the random draw, so this
-    # must behave exactly as random-reward-sf (measured: the same finals)
-    "random-reward-sfp": {**SFP, "mode": "coupled", "reward": "random"},
-    "coupled-gate": {"mode": "coupled", "selection": "gate", "gate_rule": "signflip", "gate_alpha": 0.2},
-    # the gate before the tie fix (best mean validation score of the pool switched the prompt);
-    # only reused runs (runs/ablation/*.json imported from an earlier ablation.json)
-    "coupled-gate-ties": {"mode": "coupled", "selection": "gate"},
+# Live arms only: those behind a figure the docs quote (docs/ablation.md). Each is merged into the
+# base config's [loop] table; a "selection" dict is merged into [loop.selection] when its type matches
+# the base's, and replaces it otherwise. The in-group settings are the embedded defaults (those measured
+# best), so the coupled arms state only what differs. Results files of retired arms (coupled-ts,
+# coupled-sf, ... in benchmarks/results/ablation.json) stay readable: summarize() needs no entry here.
+IN_GROUP = {"type": "in_group"}
+GATE = {"type": "gate", "minibatch_tasks": 4, "minibatch_samples": 4, "val_tasks": 12, "val_samples": 2,
+        "gate_alpha": 0.2}  # GEPA's minibatch-then-validation gate, inside the same budget (the anchor)
+ARMS = {  # name -> overrides of configs/ablation.toml's [loop]
+    # both levers, in-group selection on the verdict with the sign-flip test (the default);
+    # heldout_seed_prompt: "does the model still need the prompt?" is measured too
+    "coupled-sfp": {"mode": "coupled", "selection": IN_GROUP, "heldout_seed_prompt": True},
+    # the same stopped at half the budget: its full held-out figure against weights-only's at the whole
+    # budget is the direct reading of "reaches weights-only's final with half the rollouts"
+    "coupled-sfp-half": {"mode": "coupled", "selection": IN_GROUP, "max_rollouts": 512},
+    # faster pool turnover: at most 3 looks per challenger (alpha/3 per look)
+    "coupled-sfp-l3": {"mode": "coupled", "selection": {"type": "in_group", "promote_looks": 3}},
+    "coupled-gate": {"mode": "coupled", "selection": GATE},
     "weights-only": {"mode": "weights"},
-    "prompt-only": {"mode": "prompt", "selection": "in_group"},
-    "random-reward": {"mode": "coupled", "selection": "in_group", "reward": "random"},
-    "coupled-task": {"mode": "coupled", "selection": "in_group", "baseline": "task"},
-    "coupled-distill": {"mode": "coupled", "selection": "in_group", "baseline": "per_prompt", "distill": "seed",
-                        "heldout_seed_prompt": True},
+    "prompt-only-sfp": {"mode": "prompt", "selection": IN_GROUP},
+    # the coupled default's control: every learning reward Bernoulli(0.5); both levers see noise
+    "random-reward-sfp": {"mode": "coupled", "selection": IN_GROUP, "reward": "random"},
 }
-DEFAULT_ARMS = "coupled-ts,coupled-gate,weights-only,prompt-only,random-reward"
-IN_GROUP_ARMS = ("coupled-sfpu", "coupled-sfp", "coupled-sfp-l3", "coupled-sfp-em", "coupled-sf", "coupled-sf-distill",
-                 "coupled-sf-fixedvar", "coupled-sf2", "coupled-ts", "coupled", "coupled-task", "coupled-distill")
-COUPLED_ARMS = IN_GROUP_ARMS + ("coupled-gate", "coupled-gate-ties")
+HEADLINE = "coupled-sfp"
+DEFAULT_ARMS = "coupled-sfp,weights-only,prompt-only-sfp,random-reward-sfp,coupled-sfp-half,coupled-gate"
 START_ARM = "weights-only"  # measures the seed's start figure (identical for every arm of a seed)
-SINGLES = ("weights-only", "prompt-only", "prompt-only-sf", "prompt-only-sfp")  # the best of these: "the best single lever"
-HALF_BUDGET = {"coupled-sf": "coupled-sf-half", "coupled-sfp": "coupled-sfp-half"}  # headline -> it at half the budget
-CONTROLS = {**dict.fromkeys(("coupled-sfp", "coupled-sfp-l3", "coupled-sfp-em"), "random-reward-sfp"),
-            **dict.fromkeys(("coupled-sf", "coupled-sf2", "coupled-sf-distill"), "random-reward-sf")}  # headline -> its control
+
+
+def arm_role(name: str) -> str:
+    """What an arm is in the summary, from its name (every arm ever run, live or retired, is named so):
+    "single" (weights-only, prompt-only*: one lever), "control" (random-reward*), "half" (*-half: a
+    coupled arm stopped at half the budget) or "coupled" (coupled*). Unknown names are "other"."""
+    if name == "weights-only" or name.startswith("prompt-only"):
+        return "single"
+    if name.startswith("random-reward"):
+        return "control"
+    if name.startswith("coupled"):
+        return "half" if name.endswith("-half") else "coupled"
+    return "other"
+
+
+def control_of(headline: str) -> str:
+    """The random-reward control with the headline's selection settings (coupled-X -> random-reward-X)."""
+    return "random-reward" + headline.removeprefix("coupled")
+
+
+def arm_order(name: str) -> tuple:
+    """Live arms in ARMS order, then retired ones by name (the printed table's order)."""
+    return (list(ARMS).index(name), "") if name in ARMS else (len(ARMS), name)
 
 
 def toml_value(v) -> str:
@@ -111,14 +105,31 @@ def toml_value(v) -> str:
     return repr(v)
 
 
+def to_toml(table: dict, name: str = "loop") -> str:
+    """``table`` as TOML: its plain keys under ``[name]``, each dict value as its own ``[name.key]``."""
+    head = f"[{name}]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in table.items() if not isinstance(v, dict))
+    return head + "".join(to_toml(v, f"{name}.{k}") for k, v in table.items() if isinstance(v, dict))
+
+
+def merge_arm(loop: dict, arm: dict) -> dict:
+    """The base ``[loop]`` table with the arm's overrides. ``selection`` merges key by key when the arm
+    keeps the base's selection type and replaces the base's table when it names another (a gate field
+    under in-group selection is an error, not an inert key)."""
+    out = {**loop, **{k: v for k, v in arm.items() if k != "selection"}}
+    if "selection" in arm:
+        base = loop.get("selection") if isinstance(loop.get("selection"), dict) else {}
+        same = base.get("type", "in_group") == arm["selection"].get("type", "in_group")
+        out["selection"] = {**base, **arm["selection"]} if same else dict(arm["selection"])
+    return out
+
+
 def arm_config(base: Path, arm: str, out: Path, budget: int | None) -> Path:
-    loop = tomllib.loads(base.read_text())["loop"]
-    loop.update(ARMS[arm])
+    loop = merge_arm(tomllib.loads(base.read_text())["loop"], ARMS[arm])
     loop["heldout_full_at_start"] = arm == START_ARM
     if budget:
         loop["max_rollouts"] = budget
     path = out / f"{arm}.toml"
-    path.write_text("[loop]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in loop.items()))
+    path.write_text(to_toml(loop))
     return path
 
 
@@ -226,8 +237,10 @@ def distractor_record(runs) -> dict:
     return {"tested": tested, "promoted": promoted}
 
 
-def summarize(runs: list[dict], headline: str = "coupled") -> tuple[dict, dict]:
-    arms = sorted({r["arm"] for r in runs}, key=list(ARMS).index)
+def summarize(runs: list[dict], headline: str = HEADLINE) -> tuple[dict, dict]:
+    """The per-arm table and the headline figures. Arms are told apart by their names (``arm_role``),
+    so runs of arms no longer in ARMS summarise exactly as they did when they ran."""
+    arms = sorted({r["arm"] for r in runs}, key=arm_order)
     by_arm = {a: {r["seed"]: r for r in runs if r["arm"] == a} for a in arms}
     table, finals_task = {}, {}
     for a, rs in by_arm.items():
@@ -257,8 +270,8 @@ def summarize(runs: list[dict], headline: str = "coupled") -> tuple[dict, dict]:
     figures: dict = {}
     for a in arms:
         figures[f"{a.replace('-', '_')}_pass_at_1"] = round(table[a]["final_pass@1_mean"], 4)
-    singles = [a for a in SINGLES if a in table]
-    coupled_arms = [a for a in COUPLED_ARMS if a in table]
+    singles = [a for a in arms if arm_role(a) == "single"]
+    coupled_arms = [a for a in arms if arm_role(a) == "coupled"]
     if "weights-only" in singles and len(singles) >= 2:
         best = max(singles, key=lambda a: table[a]["final_pass@1_mean"])
         for a in coupled_arms:  # every coupled variant against the best single lever, paired by seed and task
@@ -278,7 +291,7 @@ def summarize(runs: list[dict], headline: str = "coupled") -> tuple[dict, dict]:
             d = table[headline]["distractors"]
             figures["distractors_promoted"] = d["promoted"]
             figures["distractors_tested"] = d["tested"]
-    half = HALF_BUDGET.get(headline)
+    half = f"{headline}-half"
     if half in table and "weights-only" in table:
         mean, lo, hi = bootstrap_diff(finals_task[half], finals_task["weights-only"])
         table["half_budget_minus_weights_final"] = {"arm": half, "mean": mean, "ci95": [lo, hi]}
@@ -294,7 +307,7 @@ def summarize(runs: list[dict], headline: str = "coupled") -> tuple[dict, dict]:
         gains = [r["generations"][-1]["heldout_full"]["pass@1"] - start_figure(runs, s) for s, r in rs.items()]
         table[a]["gain_over_start_mean"] = float(np.nanmean(gains))
         if a.startswith("random-reward"):
-            key = "random_control_gain" if a == CONTROLS.get(headline, "random-reward") else f"{a.replace('-', '_')}_gain"
+            key = "random_control_gain" if a == control_of(headline) else f"{a.replace('-', '_')}_gain"
             figures[key] = round(100 * float(np.nanmean(gains)), 2)
     if "weights-only" in table:
         _rollouts_to_match(table, figures, by_arm, coupled_arms, headline)
@@ -381,6 +394,28 @@ def record_batch(out: Path, args, ran: list, reused: list[str], started_at: str)
     return batches
 
 
+def resummarise(path: Path) -> int:
+    """Re-run ``summarize`` on the runs a results file recorded; 0 iff every recorded figure comes out equal."""
+    try:
+        doc = json.loads(path.read_text())
+        runs, batches = doc["results"]["runs"], doc["args"]["batches"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"ablation: {path} is not an ablation results file ({type(e).__name__}: {e})", file=sys.stderr)
+        return 2
+    headline = batches[-1]["args"].get("headline_arm") or HEADLINE
+    _, figures = summarize(runs, headline)
+    figures = json.loads(json.dumps(figures))  # as the file stores them
+    # every recorded figure must come out equal; one the code computes since the file was written is new
+    differ = sorted(k for k in doc["figures"] if figures.get(k, "missing") != doc["figures"][k])
+    new = sorted(set(figures) - set(doc["figures"]))
+    print_figures(figures)
+    for k in differ:
+        print(f"# differs: {k}: recorded {doc['figures'][k]!r}, now {figures.get(k, 'missing')!r}", file=sys.stderr)
+    print(f"# {path.name}: {len(doc['figures'])} recorded figures from {len(runs)} runs, headline {headline}: "
+          f"{'all equal' if not differ else f'{len(differ)} differ'}" + (f"; new since: {', '.join(new)}" if new else ""))
+    return 1 if differ else 0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", default=str(REPO / "configs" / "ablation.toml"))
@@ -393,13 +428,20 @@ def main() -> None:
     ap.add_argument("--summarize-only", action="store_true")
     ap.add_argument("--results-name", default="ablation",
                     help="benchmarks/results/NAME.json (ablation_smollm2 for configs/ablation-smollm2.toml)")
-    ap.add_argument("--headline-arm", default="coupled-ts", help="the coupled arm of the headline figures")
+    ap.add_argument("--headline-arm", default=HEADLINE, help="the coupled arm of the headline figures")
     ap.add_argument("--reuse", default=None, help="an earlier ablation.json to take finished runs from")
-    ap.add_argument("--reuse-arms", default="weights-only,prompt-only,random-reward,coupled,coupled-task,"
-                    "coupled-distill,coupled-gate", help="arms whose runs --reuse takes")
-    ap.add_argument("--rename", default="coupled-gate=coupled-gate-ties",
-                    help="OLD=NEW,...: relabel reused arms whose code changed since")
+    ap.add_argument("--reuse-arms", default=DEFAULT_ARMS, help="arms whose runs --reuse takes")
+    ap.add_argument("--rename", default="", help="OLD=NEW,...: relabel reused arms whose code changed since")
+    ap.add_argument("--resummarise", type=Path, default=None, metavar="RESULTS_JSON",
+                    help="summarise a results file's recorded runs again (its own headline arm) and exit 1 "
+                         "if any figure differs from the one it records; writes nothing")
     args = ap.parse_args()
+    if args.resummarise:
+        sys.exit(resummarise(args.resummarise))
+    unknown = sorted(set(args.arms.split(",")) - set(ARMS))
+    if unknown and not args.summarize_only:
+        sys.exit(f"ablation: unknown arm(s) {', '.join(unknown)}; live arms: {', '.join(ARMS)} "
+                 "(a retired arm's recorded runs re-summarise with --resummarise)")
     started_at = code_commit()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,8 @@
 
 Each file holds the commit, machine facts (cores, load average, platform), the arguments, the raw
 results and the headline ``figures`` (the same ``name=value`` pairs the benchmark prints last).
-The README's figures table is generated from these files (``scripts/readme_figures.py``).
+The docs' figures (README headline, docs/results.md, docs/ablation.md) are generated from these files
+(``scripts/readme_figures.py``).
 
     from results_io import write_results, print_figures
     figures = {"ratio_vs_trl": 0.93}

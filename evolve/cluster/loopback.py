@@ -16,8 +16,6 @@ cluster really is on loopback is ``assert_loopback`` (every address in ``ray.nod
 
 from __future__ import annotations
 
-import os
-
 from evolve.errors import EvolveError
 
 LOOPBACK = "127.0.0.1"
@@ -60,7 +58,3 @@ def assert_loopback() -> None:
     bad = sorted({a for a in node_addresses() if a != LOOPBACK})
     if bad:
         raise EvolveError(f"the Ray cluster lists non-loopback node addresses {bad}; only 127.0.0.1 is allowed here")
-
-
-def loopback_environ() -> dict:
-    return {**os.environ, **LOOPBACK_ENV}

@@ -69,10 +69,10 @@ def check(store, run_name: str | None = None) -> CheckReport:
     cache: dict = {}
     for r in committed:
         refs = [s for s in (r.state_artifact, r.rng_artifact) if s] + wv_shas.get(r.weights_version, [])
-        for problem in queries.artifact_problems(store, r.run_id, refs, cache):
+        for problem in queries.artifact_problems(store.engine, store.runs_dir, r.run_id, refs, cache):
             rep.violations.append(f"{name[r.id]}: {problem}")
     for w in sorted(set(wv_shas) - wvs):  # ancestors no checked generation uses: any run that recorded them
-        for problem in queries.artifact_problems(store, -1, wv_shas[w], cache):
+        for problem in queries.artifact_problems(store.engine, store.runs_dir, -1, wv_shas[w], cache):
             rep.violations.append(f"weights version {w[:12]}: {problem}")
     _check_recorded_artifacts(store, run_name, runs, cache, rep)
     rep.artifacts = len(cache)

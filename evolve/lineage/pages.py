@@ -336,11 +336,3 @@ def rollout_counts(store, gid: int) -> dict[str, dict]:
                             .where(r.c.generation_id == gid).group_by(r.c.purpose)).all()
     return {p: {"n": n, "passed": int(k or 0)} for p, n, k in rows}
 
-
-def search_generation(store, run_id: int, text: str) -> int | None:
-    """Index of the run's generation named by ``text`` (an index or RUN:INDEX), if it exists."""
-    text = text.rpartition(":")[2].strip()
-    if not text.isdigit():
-        return None
-    with store.engine.connect() as conn:
-        return conn.scalar(select(g.c.index).where(g.c.run_id == run_id, g.c.index == int(text)))

@@ -1,4 +1,8 @@
-"""Queries behind LineageStore's read methods and the CLI (Core selects; no ORM churn for big runs)."""
+"""Queries behind LineageStore's read methods and the CLI (Core selects; no ORM churn for big runs).
+
+Each takes what it reads through: an ``Engine`` for Core selects, an ORM ``Session`` where it returns
+model objects, never the LineageStore, so ``store.py`` -> ``queries.py`` is the only arrow between them.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,10 @@ from evolve.lineage import tables as t
 from evolve.lineage.artifacts import ArtifactStore
 
 if TYPE_CHECKING:
-    from evolve.lineage.store import LineageStore
+    from pathlib import Path
+
+    from sqlalchemy.engine import Engine
+    from sqlalchemy.orm import Session
 
 
 def insert_ignore(conn, table, values: dict) -> None:
@@ -58,19 +65,20 @@ def _finite(x, r) -> float:
     return x
 
 
-def artifact_problems(store: LineageStore, run_id: int, shas, cache: dict | None = None) -> list[str]:
-    """Re-hash each artifact (folders recursively); one message per missing or corrupt one."""
+def artifact_problems(engine: Engine, runs_dir: Path, run_id: int, shas, cache: dict | None = None) -> list[str]:
+    """Re-hash each artifact (folders recursively, under ``runs_dir/RUN/artifacts``); one message
+    per missing or corrupt one."""
     cache = {} if cache is None else cache
     out = []
     for sha in dict.fromkeys(shas):
         if sha not in cache:
-            cache[sha] = _one_artifact(store, run_id, sha)
+            cache[sha] = _one_artifact(engine, runs_dir, run_id, sha)
         out.extend(cache[sha])
     return out
 
 
-def _one_artifact(store: LineageStore, run_id: int, sha: str) -> list[str]:
-    with store.engine.connect() as conn:
+def _one_artifact(engine: Engine, runs_dir: Path, run_id: int, sha: str) -> list[str]:
+    with engine.connect() as conn:
         rows = conn.execute(select(t.artifact.c.run_id, t.artifact.c.kind, t.run.c.name)
                             .join(t.run, t.run.c.id == t.artifact.c.run_id).where(t.artifact.c.sha == sha)).all()
     if not rows:
@@ -78,15 +86,15 @@ def _one_artifact(store: LineageStore, run_id: int, sha: str) -> list[str]:
     rows.sort(key=lambda r: r.run_id != run_id)  # the generation's own run first
     problems: list[str] = []
     for row in rows:
-        problems = ArtifactStore(store.runs_dir / row.name / "artifacts").problems(
+        problems = ArtifactStore(runs_dir / row.name / "artifacts").problems(
             sha, manifest=row.kind == "manifest")
         if not problems:
             return []
     return problems
 
 
-def discard_pending(store: LineageStore, run_id: int) -> int:
-    with store.engine.begin() as conn:
+def discard_pending(engine: Engine, run_id: int) -> int:
+    with engine.begin() as conn:
         g = t.generation
         gids = list(conn.scalars(select(g.c.id).where(g.c.run_id == run_id, g.c.status == "pending")))
         if not gids:
@@ -99,36 +107,35 @@ def discard_pending(store: LineageStore, run_id: int) -> int:
     return len(gids)
 
 
-def resolve_generation(store: LineageStore, ref):
+def resolve_generation(s: Session, ref):
+    """``RUN:INDEX`` or a numeric id -> Generation, read through the caller's session."""
     from evolve.lineage.models import Generation, Run
 
     ref = str(ref).strip()
-    with store.session() as s:
-        if ":" in ref:
-            run_name, _, idx = ref.rpartition(":")
-            if not idx.isdigit():
-                raise LineageError(f"bad generation name {ref!r}: expected RUN:INDEX or an id")
-            run_id = s.scalar(select(Run.id).where(Run.name == run_name))
-            if run_id is None:
-                raise LineageError(f"unknown run {run_name!r}")
-            gen = s.scalar(select(Generation).where(Generation.run_id == run_id, Generation.index == int(idx)))
-            if gen is None:
-                raise LineageError(f"unknown generation {ref!r}")
-            return gen
-        if ref.isdigit():
-            gen = s.get(Generation, int(ref))
-            if gen is None:
-                raise LineageError(f"unknown generation id {ref}")
-            return gen
+    if ":" in ref:
+        run_name, _, idx = ref.rpartition(":")
+        if not idx.isdigit():
+            raise LineageError(f"bad generation name {ref!r}: expected RUN:INDEX or an id")
+        run_id = s.scalar(select(Run.id).where(Run.name == run_name))
+        if run_id is None:
+            raise LineageError(f"unknown run {run_name!r}")
+        gen = s.scalar(select(Generation).where(Generation.run_id == run_id, Generation.index == int(idx)))
+        if gen is None:
+            raise LineageError(f"unknown generation {ref!r}")
+        return gen
+    if ref.isdigit():
+        gen = s.get(Generation, int(ref))
+        if gen is None:
+            raise LineageError(f"unknown generation id {ref}")
+        return gen
     raise LineageError(f"bad generation name {ref!r}: expected RUN:INDEX or an id")
 
 
-def resolve_prefix(store: LineageStore, model, prefix: str, what: str):
+def resolve_prefix(s: Session, model, prefix: str, what: str):
     prefix = prefix.strip().lower()
     if len(prefix) < 4 or any(c not in "0123456789abcdef" for c in prefix):
         raise LineageError(f"bad {what} {prefix!r}: give at least 4 hex digits of its hash")
-    with store.session() as s:
-        rows = list(s.scalars(select(model).where(model.id.like(prefix + "%")).limit(2)))
+    rows = list(s.scalars(select(model).where(model.id.like(prefix + "%")).limit(2)))
     if not rows:
         raise LineageError(f"unknown {what} {prefix}")
     if len(rows) > 1:
@@ -136,10 +143,10 @@ def resolve_prefix(store: LineageStore, model, prefix: str, what: str):
     return rows[0]
 
 
-def weights_chain(store: LineageStore, wv: str) -> list[str]:
+def weights_chain(engine: Engine, wv: str) -> list[str]:
     """``wv`` and its ancestors, nearest first: one recursive query, however deep the chain."""
     w = t.weights_version
-    with store.engine.connect() as conn:
+    with engine.connect() as conn:
         longest = conn.scalar(select(func.count()).select_from(w))  # no chain is longer; a (corrupt) cycle stops
         base = select(w.c.id, w.c.parent, literal(0).label("depth")).where(w.c.id == wv).cte("chain", recursive=True)
         step = (select(w.c.id, w.c.parent, (base.c.depth + 1).label("depth"))
@@ -155,25 +162,24 @@ def weights_chain(store: LineageStore, wv: str) -> list[str]:
     return out
 
 
-def prompt_versions(store: LineageStore, run_id: int) -> list:
+def prompt_versions(s: Session, run_id: int) -> list:
+    """The run's prompt versions and all their ancestors, oldest first (Core selects, then one ORM read)."""
     from evolve.lineage.models import PromptVersion
 
     g, pp, link, call = t.generation, t.prompt_parent, t.prompt_lm_call, t.lm_call
-    with store.engine.connect() as conn:
-        frontier = set(conn.scalars(select(g.c.prompt_version).where(
-            g.c.run_id == run_id, g.c.prompt_version.is_not(None))))
-        # proposals the run's reflection calls made, kept or not (the DAG shows what was tried)
-        frontier |= set(conn.scalars(
-            select(link.c.prompt_version).join(call, call.c.id == link.c.lm_call_id)
-            .join(g, g.c.id == call.c.generation_id).where(g.c.run_id == run_id)))
-        seen: set[str] = set()
-        while frontier:
-            seen |= frontier
-            parents = set(conn.scalars(select(pp.c.parent).where(pp.c.child.in_(frontier))))
-            frontier = parents - seen
-    with store.session() as s:
-        return list(s.scalars(select(PromptVersion).where(PromptVersion.id.in_(seen))
-                              .order_by(PromptVersion.created_at)))
+    frontier = set(s.scalars(select(g.c.prompt_version).where(
+        g.c.run_id == run_id, g.c.prompt_version.is_not(None))))
+    # proposals the run's reflection calls made, kept or not (the DAG shows what was tried)
+    frontier |= set(s.scalars(
+        select(link.c.prompt_version).join(call, call.c.id == link.c.lm_call_id)
+        .join(g, g.c.id == call.c.generation_id).where(g.c.run_id == run_id)))
+    seen: set[str] = set()
+    while frontier:
+        seen |= frontier
+        parents = set(s.scalars(select(pp.c.parent).where(pp.c.child.in_(frontier))))
+        frontier = parents - seen
+    return list(s.scalars(select(PromptVersion).where(PromptVersion.id.in_(seen))
+                          .order_by(PromptVersion.created_at)))
 
 
 def run_isolation(config) -> str:
@@ -182,17 +188,17 @@ def run_isolation(config) -> str:
     return level if isinstance(level, str) else "unrecorded"
 
 
-def run_config(store: LineageStore, run_id: int) -> dict:
-    with store.engine.connect() as conn:
+def run_config(engine: Engine, run_id: int) -> dict:
+    with engine.connect() as conn:
         config = conn.scalar(select(t.run.c.config).where(t.run.c.id == run_id))
     return config if isinstance(config, dict) else {}
 
 
-def list_runs(store: LineageStore) -> list[dict]:
+def list_runs(engine: Engine) -> list[dict]:
     g, run = t.generation, t.run
     counts = (select(g.c.run_id, g.c.status, func.count().label("n"), func.max(g.c.index).label("last"))
               .group_by(g.c.run_id, g.c.status))
-    with store.engine.connect() as conn:
+    with engine.connect() as conn:
         runs = conn.execute(select(run.c.id, run.c.name, run.c.created_at, run.c.code_version, run.c.config)
                             .order_by(run.c.created_at, run.c.id)).all()
         stats: dict[int, dict] = {}
@@ -211,7 +217,7 @@ def list_runs(store: LineageStore) -> list[dict]:
     return out
 
 
-def lineage(store: LineageStore, run_id: int, run_name: str) -> list[dict]:
+def lineage(engine: Engine, run_id: int, run_name: str) -> list[dict]:
     """All generations of a run, one query, ordered by index.
 
     Fast path for big runs (10k generations): positional tuples, timestamps as the
@@ -225,7 +231,7 @@ def lineage(store: LineageStore, run_id: int, run_name: str) -> list[dict]:
          .select_from(g.outerjoin(pv, pv.c.id == g.c.prompt_version)
                       .outerjoin(n_parents, n_parents.c.child == g.c.prompt_version))
          .where(g.c.run_id == run_id).order_by(g.c.index))
-    with store.engine.connect() as conn:
+    with engine.connect() as conn:
         rows = conn.execute(q).all()
     names = {r[0]: f"{run_name}:{r[2]}" for r in rows}
     children: dict[int, list[str]] = {}
@@ -245,19 +251,19 @@ def _iso(dt) -> str | None:
     return dt.isoformat() if dt is not None else None
 
 
-def rollout_summary(store: LineageStore, gid: int) -> dict:
+def rollout_summary(engine: Engine, gid: int) -> dict:
     """Per purpose: how many rollouts, how many passed, mean reward (one aggregate query)."""
     r = t.rollout
     q = (select(r.c.purpose, func.count(), func.sum(func.cast(r.c.passed, Integer)), func.avg(r.c.reward))
          .where(r.c.generation_id == gid).group_by(r.c.purpose))
-    with store.engine.connect() as conn:
+    with engine.connect() as conn:
         return {p: {"n": n, "passed": int(k or 0), "mean_reward": float(m or 0.0)}
                 for p, n, k, m in conn.execute(q)}
 
 
-def generations_using(store: LineageStore, column: str, value: str) -> list[str]:
+def generations_using(engine: Engine, column: str, value: str) -> list[str]:
     """Names of generations whose ``column`` (prompt_version or weights_version) equals ``value``."""
-    with store.engine.connect() as conn:
+    with engine.connect() as conn:
         g = t.generation
         rows = conn.execute(select(t.run.c.name, g.c.index).join(t.run, t.run.c.id == g.c.run_id)
                             .where(g.c[column] == value).order_by(t.run.c.name, g.c.index)).all()

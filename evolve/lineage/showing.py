@@ -43,9 +43,9 @@ def describe_generation(store, g) -> dict:
         "weights": _weights_dict(store.get_weights_version(g.weights_version)) if g.weights_version else None,
         "metrics": g.metrics or {}, "timings": g.timings or {}, "seeds": g.seeds or {},
         "state_artifact": g.state_artifact, "rng_artifact": g.rng_artifact,
-        "rollouts": queries.rollout_summary(store, g.id), "error": g.error,
+        "rollouts": queries.rollout_summary(store.engine, g.id), "error": g.error,
         "created_at": _iso(g.created_at), "committed_at": _iso(g.committed_at),
-        "verifier_isolation": queries.run_isolation(queries.run_config(store, g.run_id)),
+        "verifier_isolation": queries.run_isolation(queries.run_config(store.engine, g.run_id)),
     }
 
 
@@ -60,7 +60,7 @@ def describe_prompt(store, pv) -> dict:
     return {
         "id": pv.id, "components": pv.components, "parents": store.prompt_parents(pv.id),
         "proposed_by": pv.proposed_by, "meta": pv.meta or {}, "created_at": _iso(pv.created_at),
-        "used_by": queries.generations_using(store, "prompt_version", pv.id),
+        "used_by": queries.generations_using(store.engine, "prompt_version", pv.id),
         "evidence": challenger_evidence(store, pv.id),
         "lm_calls": [{"id": c.id, "role": c.role, "model": c.model, "tokens": c.tokens, "latency_s": c.latency_s,
                       "error": c.error, "request_hash": c.request_hash,
@@ -98,7 +98,7 @@ def _challenger_table(console, records: list[dict], title: str, first: str) -> N
 
 def describe_weights(store, w) -> dict:
     return {**_weights_dict(w), "ancestry": store.weights_chain(w.id)[1:],
-            "used_by": queries.generations_using(store, "weights_version", w.id)}
+            "used_by": queries.generations_using(store.engine, "weights_version", w.id)}
 
 
 def _summary(obj, limit: int = 300) -> str:

@@ -292,7 +292,7 @@ class LineageStore:
         wv = self.get_weights_version(weights_version)
         shas = [state_artifact, rng_artifact, wv.artifact_sha, wv.optimizer_artifact]
         t0 = time.perf_counter()
-        for problem in queries.artifact_problems(self, gen.run_id, [s for s in shas if s]):
+        for problem in queries.artifact_problems(self.engine, self.runs_dir, gen.run_id, [s for s in shas if s]):
             raise LineageError(f"cannot commit generation {gid}: {problem}")
         # The re-hash is bookkeeping too: record it beside the caller's own timings.
         timings = {**(timings or {}), "commit_verify": time.perf_counter() - t0}
@@ -322,7 +322,7 @@ class LineageStore:
 
     def discard_pending(self, run_name: str) -> int:
         """Delete the run's pending generations with their rollouts and lm calls; returns how many."""
-        return queries.discard_pending(self, self.run_id(run_name))
+        return queries.discard_pending(self.engine, self.run_id(run_name))
 
     # -- reading -----------------------------------------------------------------------------
     def get_generation(self, gid: int) -> Generation:
@@ -336,8 +336,8 @@ class LineageStore:
 
     def resolve_generation(self, ref: str | int) -> Generation:
         """``RUN:INDEX`` or a numeric id -> Generation; LineageError if unknown."""
-
-        return queries.resolve_generation(self, ref)
+        with self._session() as s:
+            return queries.resolve_generation(s, ref)
 
     def generation_name(self, gen: Generation) -> str:
         from evolve.lineage.models import Run
@@ -387,28 +387,32 @@ class LineageStore:
 
     def prompt_versions(self, run_name: str) -> list[PromptVersion]:
         """Prompt versions the run's generations use, with all their ancestors."""
-        return queries.prompt_versions(self, self.run_id(run_name))
+        run_id = self.run_id(run_name)
+        with self._session() as s:
+            return queries.prompt_versions(s, run_id)
 
     def resolve_prompt_version(self, prefix: str) -> PromptVersion:
         from evolve.lineage.models import PromptVersion
 
-        return queries.resolve_prefix(self, PromptVersion, prefix, "prompt version")
+        with self._session() as s:
+            return queries.resolve_prefix(s, PromptVersion, prefix, "prompt version")
 
     def resolve_weights_version(self, prefix: str) -> WeightsVersion:
         from evolve.lineage.models import WeightsVersion
 
-        return queries.resolve_prefix(self, WeightsVersion, prefix, "weights version")
+        with self._session() as s:
+            return queries.resolve_prefix(s, WeightsVersion, prefix, "weights version")
 
     def weights_chain(self, wv: str) -> list[str]:
         """``wv`` then its parent, grandparent, ... up to the root."""
-        return queries.weights_chain(self, wv)
+        return queries.weights_chain(self.engine, wv)
 
     def list_runs(self) -> list[dict]:
-        return queries.list_runs(self)
+        return queries.list_runs(self.engine)
 
     def lineage(self, run_name: str) -> list[dict]:
         """Every generation of the run as plain dicts (one query), ordered by index."""
-        return queries.lineage(self, self.run_id(run_name), run_name)
+        return queries.lineage(self.engine, self.run_id(run_name), run_name)
 
     def run_id(self, name: str) -> int:
         """The run's id (Core only); LineageError if unknown."""

