@@ -99,3 +99,19 @@ def test_arm_config_nests_selection_and_switches_type(tmp_path):
     assert gate["selection"] == ab.GATE and gate["max_rollouts"] == 64  # no in-group key carried over
     w = tomllib.loads(ab.arm_config(base, "weights-only", tmp_path, None).read_text())["loop"]
     assert w["mode"] == "weights" and w["heldout_full_at_start"] is True and w["selection"]["type"] == "in_group"
+
+
+def test_every_live_arm_is_a_valid_loop_config(tmp_path):
+    """Each arm's written config loads through the loop's own parser (the schema the runs use)."""
+    import tomllib
+
+    from evolve.loop.config import LoopConfig
+
+    for arm in ab.ARMS:
+        path = ab.arm_config(REPO / "configs" / "ablation.toml", arm, tmp_path, None)
+        cfg = LoopConfig.from_dict(tomllib.loads(path.read_text())["loop"], source=arm)
+        assert cfg.selection.type == (ab.ARMS[arm].get("selection") or {"type": "in_group"})["type"]
+    gate = LoopConfig.from_toml(ab.arm_config(REPO / "configs" / "ablation.toml", "coupled-gate", tmp_path, None))
+    assert (gate.selection.minibatch_tasks, gate.selection.val_tasks, gate.selection.val_samples) == (4, 12, 2)
+    looks = LoopConfig.from_toml(ab.arm_config(REPO / "configs" / "ablation.toml", "coupled-sfp-l3", tmp_path, None))
+    assert looks.selection.promote_looks == 3 and looks.selection.evict_below == 0.3
