@@ -4,8 +4,9 @@ corrected looks; an anytime-valid test by betting supplies the reported wealth a
 
 Each generation a challenger and the incumbent are sampled on the same tasks, so every such
 task gives one paired difference d = (challenger's mean score) - (incumbent's mean score)
-in [-1, 1], the score being the verdict (1 = passed) or the reward (the loop's
-``selection_score``). The differences of all generations are kept, and after every generation:
+in [-1, 1], the score being the verdict (1 = passed; the random control's reward draw instead,
+``LoopConfig.selection_signal``). The differences of all generations are kept, and after every
+generation:
 
 - **promote** when the test of H0 "mean d <= margin" rejects at level ``alpha`` (betting; the
   sign-flip rule below tests "d symmetric about the margin" at alpha / looks per look);
@@ -106,7 +107,7 @@ PAIR_VAR = 0.12  # variance of one paired task difference (4 vs 4 samples), meas
 
 def pair_variance(diffs, prior_var: float = PAIR_VAR, prior_n: float = 2.0) -> float:
     """The variance of one paired difference, estimated from ``diffs`` and shrunk towards
-    ``prior_var`` with ``prior_n`` pseudo-pairs (``thompson_variance = "empirical"``). Under common
+    ``prior_var`` with ``prior_n`` pseudo-pairs (Thompson allocation and eviction). Under common
     random numbers most differences are 0, far below the fixed PAIR_VAR, which came from all
     challengers of a run (harmful ones included)."""
     d = np.asarray(diffs, dtype=np.float64)
