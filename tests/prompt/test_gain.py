@@ -139,7 +139,7 @@ def test_offline_prompt_evolution_gains_pass_at_1_with_the_frozen_tiny_model():
     heldout = random.Random(1).sample(heldout, 60)
     with Verifier(jobs=2) as v:
         before = pass_at_1(policy, v, SEED, heldout, 8, seed=4242)
-        ev, _ = prompt_only_loop(policy, v, train, heldout[:8], generations=8, tasks=12, samples=8)
+        ev, _ = prompt_only_loop(policy, v, train, heldout[:8], generations=10, tasks=24, samples=8)
         best = ev.current()
         after = pass_at_1(policy, v, best, heldout, 8, seed=4242)
     print(f"tiny model held-out pass@1 {before:.3f} -> {after:.3f}; best {best.components}")
