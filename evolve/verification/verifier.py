@@ -24,7 +24,7 @@ from evolve.verification.reply import Reply, safe_parse_reply
 from evolve.verification.rewrite import rewrite_check
 from evolve.verification.sandbox.client import ForkServer, SandboxConfig
 from evolve.verification.sandbox.codec import decode, is_plain
-from evolve.verification.stages.base import StageContext, make_stage
+from evolve.verification.stages import StageContext, make_stage
 from evolve.verification.tasks import assemble_program, humaneval_path
 from evolve.verification.types import StageResult, Task, TestCase, VerifyResult
 

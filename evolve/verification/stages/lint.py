@@ -8,10 +8,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from evolve.verification.pipeline import StageConfig
-from evolve.verification.stages.base import StageContext, clip
+from evolve.verification.stages.base import StageContext, clip, register
 from evolve.verification.types import StageResult, TestFailure
+
+if TYPE_CHECKING:
+    from evolve.verification.pipeline import StageConfig
 
 
 def _ruff() -> str | None:
@@ -46,3 +49,6 @@ class LintStage:
         score = max(0.0, 1.0 - len(found) / max_findings)
         trace = clip(f"ruff: {len(found)} finding(s): " + "; ".join(f.message for f in failures[:5]))
         return StageResult("lint", score, False, trace, "Lint", failures)
+
+
+register("lint", LintStage)

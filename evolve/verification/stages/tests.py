@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from evolve.verification.pipeline import StageConfig
+from typing import TYPE_CHECKING
+
 from evolve.verification.reply import Outcome
 from evolve.verification.rewrite import compare
-from evolve.verification.stages.base import StageContext, call_repr, clip, short
+from evolve.verification.stages.base import StageContext, call_repr, clip, register, short
 from evolve.verification.types import StageResult, TestCase, TestFailure
+
+if TYPE_CHECKING:
+    from evolve.verification.pipeline import StageConfig
 
 
 def same_types(got, expected) -> bool:
@@ -130,3 +134,7 @@ class TestStage:
             name = "WrongAnswer"
         trace = clip(f"hidden check failed: {text}")
         return StageResult(self.name, 0.0, False, trace, name, [TestFailure(self.name, name, text)])
+
+
+register("visible", lambda: TestStage("visible"))
+register("hidden", lambda: TestStage("hidden"))
