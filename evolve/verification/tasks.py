@@ -23,7 +23,6 @@ from evolve.verification.fences import python_blocks
 from evolve.verification.types import Task, TestCase
 
 
-
 @dataclass(frozen=True)
 class Sample:
     """One completion to verify. ``line`` is its 1-based line in the samples file (0 if built in code)."""

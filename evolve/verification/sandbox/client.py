@@ -62,13 +62,11 @@ class SandboxConfig:
 
 
 class _Job:
-    __slots__ = ("index", "id", "nonce", "data", "deadline", "res", "out_head", "out_bytes", "flags", "killed",
-                 "ended")
+    __slots__ = ("index", "id", "nonce", "data", "deadline", "res", "out_head", "out_bytes", "flags", "killed")
 
     def __init__(self, index, id_, nonce, data, deadline):
         self.index, self.id, self.nonce, self.data, self.deadline = index, id_, nonce, data, deadline
         self.res, self.out_head, self.out_bytes, self.flags, self.killed = bytearray(), bytearray(), 0, [], False
-        self.ended = False  # its harness wrote the sentinel: only the process exit is left
 
 
 class _Proc:
@@ -296,20 +294,32 @@ class ForkServer:
             pass
 
     # -- jobs ----------------------------------------------------------------------------------------
-    def run(self, jobs: list[dict]) -> list[dict]:
-        """Run jobs (payload dicts); one reply per job, same order. A server that dies or hangs is
-        killed and restarted, and the jobs it left unfinished run once more."""
+    def run(self, jobs: list[dict], on_reply=None) -> list:
+        """Run jobs (payload dicts); one reply per job, same order. ``on_reply(i, reply)``, when given, is
+        called as each job completes and its return value is kept instead of the reply (so a caller can
+        judge and drop each reply at once). A server that dies or hangs is killed and restarted, and
+        the jobs it left unfinished run once more; a server whose slots were all retired (jobs killed
+        for a cap) is replaced without counting against anyone."""
+        keep = on_reply or (lambda i, r: r)
         with self._lock:
-            replies = self._run_once(jobs)
-            missing = [i for i, r in enumerate(replies) if r is None]
-            if missing:
-                self.restarts += 1
+            replies: list = [None] * len(jobs)
+            todo, died = list(range(len(jobs))), {}
+            while todo:
+                batch = self._run_once([jobs[i] for i in todo], lambda j, r, t=todo: keep(t[j], r))
+                for j, r in zip(todo, batch.replies, strict=True):
+                    if r is not None:
+                        replies[j] = r
+                left = [i for i in todo if replies[i] is None]
+                if not left:
+                    break
                 self._restart()
-                again = self._run_once([jobs[i] for i in missing])
-                for i, r in zip(missing, again, strict=True):
-                    replies[i] = r or {"server_died": True, "lines": [], "flags": []}
-                if any(r is None for r in again):
-                    self._restart()
+                if batch.dead:  # a death or a hang: the jobs it left get one more try
+                    self.restarts += 1
+                    for i in left:
+                        died[i] = died.get(i, 0) + 1
+                    for i in [i for i in left if died[i] >= 2]:
+                        replies[i] = keep(i, {"server_died": True, "lines": [], "flags": []})
+                todo = [i for i in left if replies[i] is None]
             return replies
 
     def _restart(self) -> None:
@@ -317,34 +327,35 @@ class ForkServer:
             self._proc.kill()
             self._proc = None
 
-    def _run_once(self, jobs: list[dict]) -> list[dict | None]:
+    def _run_once(self, jobs: list[dict], keep) -> _Batch:
         if self._proc is not None and (self._proc.popen.poll() is not None or
                                        len(self._proc.retired) == len(self._proc.slots)):
             self.restarts += 1  # it died between batches, or every slot was retired
             self._proc.kill()
             self._proc = None
         self.ready()
-        return _Batch(self, self._proc, jobs).run()
+        batch = _Batch(self, self._proc, jobs, keep)
+        batch.run()
+        return batch
 
 
 class _Batch:
     """One batch through one server: dispatch to free slots, stream payloads, collect, enforce caps."""
 
-    def __init__(self, owner: ForkServer, proc: _Proc, jobs: list[dict]):
-        self.owner, self.proc, self.jobs, self.cfg = owner, proc, jobs, owner.config
-        self.replies: list[dict | None] = [None] * len(jobs)
+    def __init__(self, owner: ForkServer, proc: _Proc, jobs: list[dict], keep):
+        self.owner, self.proc, self.jobs, self.cfg, self.keep = owner, proc, jobs, owner.config, keep
+        self.replies: list = [None] * len(jobs)
         self.pending = deque(range(len(jobs)))
         self.free = deque(k for k in range(len(proc.slots)) if k not in proc.retired)
         self.running: dict[int, _Job] = {}
-        self.dead = False
+        self.dead = False  # the server died or hung (the jobs it left count one try each)
+        self.exhausted = False  # every slot retired: a fresh server runs the rest, no try counted
 
-    def run(self) -> list[dict | None]:
-        while (self.pending or self.running) and not self.dead:
+    def run(self) -> None:
+        while (self.pending or self.running) and not self.dead and not self.exhausted:
             self._dispatch()
-            self._step()
-        if self.dead:
-            self.owner._restart()
-        return self.replies
+            if not self.exhausted:
+                self._step()
 
     def _send(self, msg: dict) -> None:
         data = (json.dumps(msg) + "\n").encode()
@@ -356,10 +367,11 @@ class _Batch:
 
     def _dispatch(self) -> None:
         if self.pending and not self.free and not self.running:
-            self.dead = True  # every slot retired: a fresh server (fresh pipes) runs the rest
+            self.exhausted = True  # every slot retired: a fresh server (fresh pipes) runs the rest
             return
-        while self.pending and self.free and not self.dead and \
-                sum(not r.ended for r in self.running.values()) < self.cfg.jobs:
+        # A job counts as running until the server says it ended (never from anything the job writes:
+        # a look-alike end marker would let more than `jobs` jobs run at once).
+        while self.pending and self.free and not self.dead and len(self.running) < self.cfg.jobs:
             k, i = self.free.popleft(), self.pending.popleft()
             job = self.jobs[i]
             self.owner._next_id += 1
@@ -421,7 +433,6 @@ class _Batch:
                 if fd == res:
                     if len(run.res) <= self.cfg.res_cap:
                         run.res += chunk
-                        run.ended = run.ended or run.res.endswith(b" END\n")
                     over = len(run.res) > self.cfg.res_cap and "ResultLimit"
                 else:
                     run.out_bytes += len(chunk)
@@ -451,11 +462,11 @@ class _Batch:
             elif raw:
                 forged += 1
         flags = list(run.flags) + (["hack: orphan-process"] if msg.get("orphans") else [])
-        self.replies[run.index] = {
+        self.replies[run.index] = self.keep(run.index, {
             "lines": lines, "forged": forged, "flags": flags, "out": bytes(run.out_head).decode("utf-8", "replace"),
             "out_bytes": run.out_bytes, "exit": _int_or_none(msg.get("exit")), "signal": _int_or_none(msg.get("signal")),
             "timeout": msg.get("timeout") is True, "cpu_s": _float_or_none(msg.get("cpu_s")),
-            "wall": _float_or_none(msg.get("wall_s")) or 0.0}
+            "wall": _float_or_none(msg.get("wall_s")) or 0.0, "killed": bool(msg.get("killed"))})
 
 
 def _int_or_none(v):
@@ -463,4 +474,4 @@ def _int_or_none(v):
 
 
 def _float_or_none(v):
-    return float(v) if type(v) in (int, float) and v == v and 0 <= v < 1e9 else None
+    return float(v) if (type(v) is int or type(v) is float) and v == v and 0 <= v < 1e9 else None

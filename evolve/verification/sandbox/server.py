@@ -56,6 +56,8 @@ class _Kernel:
         self.syscall.restype = ctypes.c_long
         self.unshare_fn = libc.unshare
         self.unshare_fn.argtypes = [ctypes.c_int]
+        self.umount2 = libc.umount2
+        self.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
         self.nr = _SYS.get(os.uname().machine, {})
         self.hdr = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
         self.caps = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable x 2: all zero
@@ -115,12 +117,47 @@ def _read_payload(fd):
     return marshal.loads(exactly(n))
 
 
+_TASKS_MAX = 301  # the job's pid namespace's pid_max: at most ~300 tasks (threads) per job; the kernel's floor
+
+
+def _limit_tasks(cfg):
+    """Cap the tasks (threads) of this job's own pid namespace: pid_max is per pid namespace since
+    Linux 6.14, and a write through the server's /proc/sys/kernel folder reaches the writer's own
+    namespace. Only as pid 1 of a fresh namespace (never the server's or the host's)."""
+    dfd = cfg.get("_sysk")
+    if dfd is None or os.getpid() != 1:
+        return
+    fd = os.open("pid_max", os.O_WRONLY, dir_fd=dfd)
+    try:
+        os.write(fd, b"%d" % _TASKS_MAX)
+    finally:
+        os.close(fd)
+
+
+def _reset_pipes(pay, res, out):
+    """The slot's pipes are shared with every earlier job of the slot (same open file descriptions):
+    undo whatever one of them changed. Status flags (O_NONBLOCK, O_APPEND, O_ASYNC, O_DIRECT) back
+    to none, capacities back to what the parent made (a job may grow or shrink its pipes)."""
+    import fcntl
+
+    for fd, size in ((pay, 1 << 20), (res, 1 << 16), (out, 1 << 16)):
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETFL, 0)
+            if fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) != size:
+                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
+        except OSError:
+            pass
+
+
 def _isolate(cfg, k, in_ns):
     """In the new child, before any job data exists in it: fds, filesystem, capabilities, seccomp."""
     kern = cfg["_kernel"]
     if cfg["_subreaper"]:
         kern.prctl(_PR_SET_PDEATHSIG, 9, None, 0, 0)  # the job never outlives a killed server
+    if in_ns:
+        _limit_tasks(cfg)
     pay, res, out = cfg["slots"][k]
+    _reset_pipes(pay, res, out)
     null = os.open("/dev/null", os.O_RDONLY)
     # Copies above every source first, so no move can clobber another source: the slots' numbers
     # depend on how many fds the parent held (a fixed 60..63 collided once a Ray driver had ~60
@@ -201,10 +238,23 @@ def _keeper(k, cfg, ns):
     creating and tearing down a pid namespace (milliseconds asleep in the kernel here) never holds up
     the server's loop. It exits with the job's status (128 + signal if killed); wait4 on it gives the
     job's CPU time too. It holds no job data and no pipe once the job is forked."""
+    import signal
+
     code = 120
+    state = {"pid": 0, "stop": False}
+
+    def stop(signum, frame):  # the server's kill: the keeper kills the job and reaps it, so its CPU
+        state["stop"] = True  # time reaches the server's wait4 (a group kill would lose it)
+        if state["pid"]:
+            try:
+                os.kill(state["pid"], signal.SIGKILL)
+            except OSError:
+                pass
+
     try:
+        signal.signal(signal.SIGUSR1, stop)
         kern = cfg["_kernel"]
-        os.setsid()  # the server kills this group: the keeper and its job
+        os.setsid()  # the server kills this group (keeper and job) only if the keeper does not answer
         if cfg["_subreaper"]:
             kern.prctl(_PR_SET_PDEATHSIG, 9, None, 0, 0)
         if ns:
@@ -214,7 +264,11 @@ def _keeper(k, cfg, ns):
                 os._exit(121)  # never run a job with less isolation than the server reported
         pid = os.fork()
         if pid == 0:
+            signal.signal(signal.SIGUSR1, signal.SIG_DFL)
             _child(k, cfg, ns)
+        state["pid"] = pid
+        if state["stop"]:
+            stop(0, None)
         os.closerange(3, 1 << 16)
         while True:
             try:
@@ -226,6 +280,29 @@ def _keeper(k, cfg, ns):
     except BaseException:  # noqa: BLE001
         pass
     os._exit(code)
+
+
+def _per_ns_pid_max():
+    """pid_max is per pid namespace from Linux 6.14 on; before, a write would change the host's."""
+    try:
+        major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (6, 14)
+
+
+def _sysctl_dir(cfg, kern):
+    """An fd on /proc/sys/kernel for the jobs' pid_max, or None. Under bubblewrap the view's /proc
+    exists only for this: the folder is opened, then /proc is unmounted, so no job sees a /proc."""
+    if not cfg.get("ns") or not _per_ns_pid_max():
+        return None
+    try:
+        dfd = os.open("/proc/sys/kernel", os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        dfd = None
+    if cfg.get("in_bwrap") and os.path.isdir("/proc/self") and kern.umount2(b"/proc", 2) != 0:
+        raise kern.err("umount /proc")  # MNT_DETACH; never leave the view's /proc in place
+    return dfd
 
 
 def _ns_available(cfg):
@@ -242,11 +319,22 @@ def _ns_available(cfg):
 
 
 class _Slot:
-    __slots__ = ("pid", "pidfd", "id", "deadline", "t0", "timeout", "why", "dir")
+    __slots__ = ("pid", "pidfd", "id", "deadline", "t0", "timeout", "why", "dir", "hard")
 
     def __init__(self):
         self.pid, self.pidfd, self.id, self.deadline, self.t0 = None, -1, None, None, 0.0
-        self.timeout, self.why, self.dir = False, None, None
+        self.timeout, self.why, self.dir, self.hard = False, None, None, None
+
+    def stop(self):
+        """Ask the keeper to kill the job (it reaps it: no CPU time lost); a group kill after 1 s."""
+        import signal
+
+        if self.hard is None:
+            self.hard = time.monotonic() + 1.0
+            try:
+                os.kill(self.pid, signal.SIGUSR1)
+            except OSError:
+                pass
 
 
 class _Server:
@@ -261,6 +349,7 @@ class _Server:
         kern.prctl(_PR_SET_DUMPABLE, 0, None, 0, 0)  # no same-uid /proc/<pid>/{fd,mem}, no ptrace
         cfg["_subreaper"] = kern.prctl(_PR_SET_CHILD_SUBREAPER, 1, None, 0, 0) == 0
         _preimport()
+        cfg["_sysk"] = _sysctl_dir(cfg, kern)
         cfg["tmp"] = "/tmp" if cfg.get("in_bwrap") or not os.access("/dev/shm", os.W_OK) else "/dev/shm"
         cfg["_stdout"] = open(1, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
         cfg["_stderr"] = open(2, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
@@ -285,7 +374,7 @@ class _Server:
         if pid == 0:
             _keeper(k, self.cfg, self.ns)
         s = self.slots[k]
-        s.pid, s.id, s.deadline, s.timeout, s.why = pid, None, None, False, None
+        s.pid, s.id, s.deadline, s.timeout, s.why, s.hard = pid, None, None, False, None, None
         s.pidfd = os.pidfd_open(pid)
         self.by_pidfd[s.pidfd] = k
 
@@ -295,9 +384,11 @@ class _Server:
 
         kern = self.cfg["_kernel"]
         self.send({"ready": True, "ns": self.ns, "seccomp": kern.bpf is not None, "uid": os.getuid(),
+                   "tasks_max": _TASKS_MAX if self.ns and self.cfg.get("_sysk") is not None else None,
                    "pid": os.getpid(), "slots": len(self.slots)})
         while self.open:
             deadlines = [s.deadline for s in self.slots if s.deadline is not None and not s.timeout]
+            deadlines += [s.hard for s in self.slots if s.hard is not None]
             wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
             try:
                 ready, _, _ = select.select([self.ctl_r, *self.by_pidfd], [], [], wait)
@@ -309,6 +400,9 @@ class _Server:
             for s in self.slots:
                 if s.deadline is not None and not s.timeout and now >= s.deadline:
                     s.timeout = True
+                    s.stop()
+                if s.hard is not None and now >= s.hard:
+                    s.hard = now + 3600.0  # once
                     _kill(s.pid)
             for fd in ready:
                 if fd in self.by_pidfd:
@@ -333,7 +427,7 @@ class _Server:
                 s.deadline = s.t0 + float(msg["timeout"])
             elif s.id == msg["id"] and s.why is None:
                 s.why = str(msg.get("why", "killed"))[:40]
-                _kill(s.pid)
+                s.stop()
 
     def _reap(self, k):
         s = self.slots[k]
@@ -352,6 +446,7 @@ class _Server:
         sig = os.WTERMSIG(st) if os.WIFSIGNALED(st) else (code - 128 if code is not None and code > 128 else None)
         if s.id is not None:
             self.send({"done": k, "id": s.id, "exit": code if sig is None else None, "signal": sig, "timeout": s.timeout,
+                       "killed": s.timeout or s.why is not None,
                        "why": s.why, "orphans": bool(outlived), "cpu_s": (ru.ru_utime + ru.ru_stime) if ru else None,
                        "wall_s": time.monotonic() - s.t0})
         if not self.ns:
@@ -409,7 +504,7 @@ def _reap_orphans(slots):
 # each fork about 3x dearer when measured here; and not hashlib, decimal, fractions: each module
 # loaded here makes every fork a little dearer, and few candidates use them.
 _PREIMPORT = ("math", "re", "collections", "itertools", "functools", "heapq", "bisect", "string", "typing",
-              "marshal", "json", "json.encoder", "resource")
+              "marshal", "json", "json.encoder", "resource", "fcntl", "signal")
 
 
 def _preimport():

@@ -29,6 +29,7 @@ class StageContext:
     hidden: tuple[TestCase, ...]  # never shown; expected values stay here
     weak_reason: str = ""  # non-empty: the hidden verdict is the task's own check(), recorded and replayed
     baseline_time_s: float | None = None  # the canonical solution's test time (perf stage)
+    gold: dict = field(default_factory=dict)  # strict types: the canonical result per transform test index
     extra: dict = field(default_factory=dict)
 
 
