@@ -155,7 +155,15 @@ class ChatVerifier:
                 forward.append((task, text))
                 where.append(i)
                 continue
-            ext = extract(text if isinstance(text, str) else "", task.entry_point)
+            text = text if isinstance(text, str) else ""
+            if len(text) > self._cap():  # never parsed here: the inner verifier fails it as CompletionTooLong
+                forward.append((task, text))
+                where.append(i)
+                continue
+            try:
+                ext = extract(text, task.entry_point)
+            except Exception as e:  # noqa: BLE001 - model text must never take the batch down
+                ext = Extraction(text, False, "NoCode", f"the reply could not be read ({type(e).__name__})")
             if ext.error_class:
                 out[i] = reply_failure(task.task_id, ext)
             else:
@@ -167,6 +175,10 @@ class ChatVerifier:
 
     def verify(self, task, completion):
         return self.verify_batch([(task, completion)])[0]
+
+    def _cap(self) -> int:
+        pipe = getattr(self.inner, "pipeline", None)
+        return getattr(getattr(pipe, "limits", None), "max_completion_chars", 131072)
 
     def __getattr__(self, name):  # isolation, close, pipeline, ...
         return getattr(self.inner, name)
