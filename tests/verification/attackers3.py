@@ -121,40 +121,48 @@ def add(a, b):
 # -- 4. killed (or crashed) after delivering correct results ---------------------------------------
 KILLED_AFTER_RESULTS = {
     "floods after END": NONCE + '''
+import time
 def add(a, b):
-    _say(["L ok", "R 0 ok 3", "R 1 ok 0", "R 2 ok 4", "R 3 ok 30", "END"])
+    time.sleep(0.1)  # the harness's own buffered "L ok" goes first
+    _say(["R 0 ok 3", "R 1 ok 0", "R 2 ok 4", "R 3 ok 30", "END"])
     os.write(1, b"y" * (3 << 20))
     return a + b
 ''',
     "segfault after END": NONCE + '''
-import ctypes
+import ctypes, time
 def add(a, b):
-    _say(["L ok", "R 0 ok 3", "R 1 ok 0", "R 2 ok 4", "R 3 ok 30", "END"])
+    time.sleep(0.1)
+    _say(["R 0 ok 3", "R 1 ok 0", "R 2 ok 4", "R 3 ok 30", "END"])
     ctypes.string_at(0)
 ''',
     "CPU limit after END": NONCE + '''
+import time
 def add(a, b):
-    _say(["L ok", "R 0 ok 3", "R 1 ok 0", "R 2 ok 4", "R 3 ok 30", "END"])
+    time.sleep(0.1)
+    _say(["R 0 ok 3", "R 1 ok 0", "R 2 ok 4", "R 3 ok 30", "END"])
     while True:
         pass
 ''',
     "sleeps past the timeout after END": NONCE + '''
 import time
 def add(a, b):
-    _say(["L ok", "R 0 ok 3", "R 1 ok 0", "R 2 ok 4", "R 3 ok 30", "END"])
+    time.sleep(0.1)
+    _say(["R 0 ok 3", "R 1 ok 0", "R 2 ok 4", "R 3 ok 30", "END"])
     time.sleep(60)
 ''',
     "nonzero exit after END": NONCE + '''
+import time
 def add(a, b):
-    _say(["L ok", "R 0 ok 3", "R 1 ok 0", "R 2 ok 4", "R 3 ok 30", "END"])
+    time.sleep(0.1)
+    _say(["R 0 ok 3", "R 1 ok 0", "R 2 ok 4", "R 3 ok 30", "END"])
     os._exit(3)
 ''',
 }
 # Burns CPU, then sleeps into the wall-clock timeout: the kill must not lose the CPU time.
 BURN_THEN_HANG = ("import time\ndef add(a, b):\n    t = time.process_time()\n"
-                  "    while time.process_time() - t < 1.0:\n        pass\n    time.sleep(60)\n")
+                  "    while time.process_time() - t < 0.5:\n        pass\n    time.sleep(60)\n")
 BURN_IN_THREAD = ("import threading, time\ndef add(a, b):\n    def burn():\n        t = time.process_time()\n"
-                  "        while time.process_time() - t < 1.0:\n            pass\n"
+                  "        while time.process_time() - t < 0.5:\n            pass\n"
                   "    threading.Thread(target=burn).start()\n    time.sleep(60)\n")
 
 # -- 5. resources the rlimits do not count ---------------------------------------------------------
