@@ -109,12 +109,12 @@ def add(a, b):
 FLOOD = "def add(a, b):\n    print('z' * (3 << 20))\n    return a + b\n"
 RESULT_FLOOD = "import os\ndef add(a, b):\n    os.write(3, b'q' * (3 << 20))\n    return a + b\n"
 # Ends its result stream with a look-alike end marker, then keeps running.
-FAKE_END = "import os, time\ndef add(a, b):\n    os.write(3, b'x END\\n')\n    time.sleep(0.6)\n    return a + b\n"
+FAKE_END = "import os, time\ndef add(a, b):\n    os.write(3, b'x END\\n')\n    time.sleep(0.15)  # x 4 calls: 0.6 s per job\n    return a + b\n"
 FAKE_END_NONCE = NONCE + '''
 import time
 def add(a, b):
     _say(["L ok", "R 0 ok 3", "R 1 ok 0", "R 2 ok 4", "R 3 ok 30", "END"])
-    time.sleep(0.6)
+    time.sleep(0.15)  # x 4 calls: 0.6 s per job
     return a + b
 '''
 

@@ -78,7 +78,7 @@ def test_3_a_look_alike_end_marker_does_not_let_more_jobs_run_at_once():
         wall = time.monotonic() - t0
     hits = _hold(seq, rs)
     assert not any(r.passed for r in hits), [r.trace for r in hits]
-    assert wall >= 8 * 0.6 / 2 * 0.95, wall  # 8 jobs of 0.6 s, never more than 2 at a time
+    assert wall >= 8 * 0.6 / 2 * 0.92, wall  # 8 jobs of 0.6 s, never more than 2 at a time (half with the bug)
 
 
 # -- 4. kills --------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from conftest import ADD, REPO
 from evolve.verification import Task, TestCase, Verifier, load_pipeline
 from evolve.verification.chat_reply import ChatVerifier, extract, fenced_blocks
 from evolve.verification.sandbox.codec import decode
-from evolve.verification.tasks import strip_fences
+from evolve.verification.tasks import assemble_program, strip_fences
 
 EVOLVE = str(Path(sys.executable).with_name("evolve"))
 
@@ -59,7 +59,17 @@ def test_1_no_completion_text_crashes_the_batch(verifier):
     assert [r.passed for r in hits] == [False] * (len(X.PARSER) + 1) + [True] * len(good), [r.trace for r in hits]
     for r in hits:
         assert r.trace and (r.passed or r.error_class) and len(r.trace) <= 1000, r
+        assert r.error_class != "VerifierError", r.trace  # read by the parsers, not caught by the backstop
         json.dumps(r.to_dict())  # storable as JSON (surrogates escaped)
+
+
+def test_1_the_parsers_themselves_never_raise_on_model_text():
+    chat = Task(**{**ADD.__dict__, "meta": {"reply_format": "chat"}})
+    for name, text in {**X.PARSER, **X.GOOD_IN_HOSTILE_TEXT}.items():
+        assemble_program(ADD, text)
+        assemble_program(ADD, "```python\n" + text + "\n```")
+        extract(text, chat.entry_point)
+        extract("```python\n" + text + "\n```", chat.entry_point), name
 
 
 def test_1_an_over_long_completion_is_refused_unparsed_and_recorded(verifier):
@@ -171,11 +181,14 @@ def test_4_record_replay_results_are_not_held_decoded_for_the_batch(he_verifier,
 def test_4_a_flood_of_lint_findings_makes_a_small_result():
     task = Task("add", "def add(a, b):\n", "add", hidden_tests=(TestCase((1, 2), 3),),
                 canonical_solution="    return a + b\n")
-    noisy = "def add(a, b):\n    return a + b\ndef _never():\n" + " u\n" * 40_000  # 40,000 undefined names
+    def noisy(n):  # n undefined names in a function never called
+        return "def add(a, b):\n    return a + b\ndef _never():\n" + " u\n" * n
+
     with Verifier(load_pipeline(REPO / "verifiers" / "strict.toml"), jobs=2) as v:
-        rs = v.verify_batch([(task, A.GOOD), (task, noisy), (task, A.GOOD)])
-    assert rs[0].passed and rs[2].passed
-    lint = {s.name: s for s in rs[1].stages}["lint"]
-    assert not lint.passed and lint.score == 0.0 and "findings" in lint.trace, lint.trace
-    assert len(lint.failures) <= 20
-    assert len(json.dumps(rs[1].to_dict())) < 64 << 10  # 8.2 MiB before
+        rs = v.verify_batch([(task, A.GOOD), (task, noisy(40_000)), (task, noisy(8_000)), (task, A.GOOD)])
+    assert rs[0].passed and rs[3].passed
+    for r in rs[1:3]:
+        lint = {s.name: s for s in r.stages}["lint"]
+        assert not lint.passed and lint.score == 0.0 and "finding" in lint.trace, lint.trace
+        assert len(lint.failures) <= 20
+        assert len(json.dumps(r.to_dict())) < 64 << 10  # 8.2 MiB before
