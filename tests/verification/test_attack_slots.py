@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import re
 import time
+import tomllib
 
 import attackers as A
 import attackers3 as X
-import tomllib
 from conftest import ADD
 
 from evolve.verification import Task, TestCase, Verifier
