@@ -62,19 +62,23 @@ class SandboxConfig:
 
 
 class _Job:
-    __slots__ = ("index", "id", "nonce", "data", "deadline", "res", "out_head", "out_bytes", "flags", "killed")
+    __slots__ = ("index", "id", "nonce", "data", "deadline", "res", "out_head", "out_bytes", "flags", "killed", "t0")
 
     def __init__(self, index, id_, nonce, data, deadline):
         self.index, self.id, self.nonce, self.data, self.deadline = index, id_, nonce, data, deadline
         self.res, self.out_head, self.out_bytes, self.flags, self.killed = bytearray(), bytearray(), 0, [], False
+        self.t0 = time.monotonic()
 
 
 class _Proc:
     """One running server: its process, control pipes and the parent ends of its slot pipes."""
 
-    def __init__(self, popen, ctl_w, ctl_r, slots):
-        self.popen, self.ctl_w, self.ctl_r, self.slots = popen, ctl_w, ctl_r, slots
-        self.buf = b""
+    def __init__(self, popen, ctl_w, ctl_r, slots, rep_r=-1):
+        self.popen, self.ctl_w, self.ctl_r, self.slots, self.rep_r = popen, ctl_w, ctl_r, slots, rep_r
+        self.buf, self.rep_buf = b"", b""
+        # Slots whose job a keeper reported ended, before the server reaped its keeper and prepared the
+        # slot's next process: not free until the server's own "done" for that job arrives.
+        self.draining: dict[int, int] = {}  # slot -> job id
         # Slots whose job was killed for a cap: a write of the dying job can still land in the slot's pipes
         # after the last drain, and would then be read as the next job's output. Never reused.
         self.retired: set[int] = set()
@@ -102,6 +106,22 @@ class _Proc:
             out.append(msg)
         return out
 
+    def reports(self) -> list[tuple[int, int, float, bool]]:
+        """Keepers' reports (slot, status, job CPU seconds, stopped by the server); malformed ones dropped."""
+        try:
+            chunk = os.read(self.rep_r, 1 << 16)
+        except (BlockingIOError, OSError):
+            return []
+        *lines, self.rep_buf = (self.rep_buf + chunk).split(b"\n")
+        out = []
+        for line in lines:
+            try:
+                k, code, cpu, stopped = line.split()
+                out.append((int(k), int(code), float(cpu), stopped == b"1"))
+            except ValueError:
+                continue
+        return out
+
     def kill(self) -> None:
         try:
             os.killpg(self.popen.pid, signal.SIGKILL)
@@ -114,7 +134,7 @@ class _Proc:
         self.close_fds()
 
     def close_fds(self) -> None:
-        for fd in [self.ctl_w, self.ctl_r, *[f for s in self.slots for f in s]]:
+        for fd in [self.ctl_w, self.ctl_r, self.rep_r, *[f for s in self.slots for f in s]]:
             try:
                 os.close(fd)
             except OSError:
@@ -174,12 +194,14 @@ class ForkServer:
             slots_child.append((pr, rw, ow))
             slots_parent.append((pw, rr, orr))
         (cr, cw), (sr, sw) = _pipe(), _pipe()  # parent -> server control, server -> parent control
-        cfg = {"slots": slots_child, "ctl_r": cr, "ctl_w": sw, "bpf": bpf.hex() if bpf else None, "ns": True,
+        rep_r, rep_w = _pipe()  # keepers -> parent: a job's end, before the keeper exits (see server.py)
+        cfg = {"slots": slots_child, "ctl_r": cr, "ctl_w": sw, "rep_w": rep_w, "bpf": bpf.hex() if bpf else None,
+               "ns": True,
                "ro_root": mode != "bwrap+seccomp", "in_bwrap": mode == "bwrap+seccomp",
                "fsize": c.fsize, "drop_uid": c.drop_uid, "hide": [p for p in c.hide if p] + list(c.hide_patterns)}
         prefix = view.bwrap_command() if mode == "bwrap+seccomp" else []
         cmd = prefix + [view.interpreter(), "-s", "-S", "-B", "-P", "-c", _BOOT, server_source(), json.dumps(cfg)]
-        passed = [fd for s in slots_child for fd in s] + [cr, sw]
+        passed = [fd for s in slots_child for fd in s] + [cr, sw, rep_w]
         try:
             popen = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, cwd="/", close_fds=True, pass_fds=passed,
@@ -188,7 +210,8 @@ class ForkServer:
             popen, err = None, e
         for fd in passed:
             os.close(fd)
-        proc = _Proc(popen, cw, sr, slots_parent)
+        proc = _Proc(popen, cw, sr, slots_parent, rep_r)
+        os.set_blocking(rep_r, False)
         if popen is None:
             proc.close_fds()
             return None, f"cannot start the sandbox server ({err})"
@@ -346,7 +369,7 @@ class _Batch:
         self.owner, self.proc, self.jobs, self.cfg, self.keep = owner, proc, jobs, owner.config, keep
         self.replies: list = [None] * len(jobs)
         self.pending = deque(range(len(jobs)))
-        self.free = deque(k for k in range(len(proc.slots)) if k not in proc.retired)
+        self.free = deque(k for k in range(len(proc.slots)) if k not in proc.retired and k not in proc.draining)
         self.running: dict[int, _Job] = {}
         self.dead = False  # the server died or hung (the jobs it left count one try each)
         self.exhausted = False  # every slot retired: a fresh server runs the rest, no try counted
@@ -366,7 +389,7 @@ class _Batch:
             self.dead = True
 
     def _dispatch(self) -> None:
-        if self.pending and not self.free and not self.running:
+        if self.pending and not self.free and not self.running and not self.proc.draining:
             self.exhausted = True  # every slot retired: a fresh server (fresh pipes) runs the rest
             return
         # A job counts as running until the server says it ended (never from anything the job writes:
@@ -400,7 +423,7 @@ class _Batch:
             self.dead = True  # the server did not end a job in time: it is stopped or stuck
             return
         wait = min((r.deadline for r in self.running.values()), default=now + 1) - now
-        rl = [self.proc.ctl_r] + [fd for k in self.running for fd in self.proc.slots[k][1:]]
+        rl = [self.proc.ctl_r, self.proc.rep_r] + [fd for k in self.running for fd in self.proc.slots[k][1:]]
         wl = [self.proc.slots[k][0] for k, r in self.running.items() if r.data]
         try:
             r, w, _ = select.select(rl, wl, [], max(0.0, wait))
@@ -412,6 +435,14 @@ class _Batch:
         for fd in r:
             if fd != self.proc.ctl_r and fd in slot_of:
                 self._drain(slot_of[fd])
+        if self.proc.rep_r in r:
+            for k, code, cpu, stopped in self.proc.reports():
+                run = self.running.get(k)
+                if run is not None:  # the server's own "done" for it comes later and frees the slot
+                    self.proc.draining[k] = run.id
+                    self._complete(k, {"exit": code if code < 128 else None, "signal": code - 128 if code > 128 else None,
+                                       "timeout": stopped and not run.flags, "killed": stopped, "cpu_s": cpu,
+                                       "wall_s": time.monotonic() - run.t0})
         if self.proc.ctl_r in r:
             msgs = self.proc.lines(0)
             if msgs is None:
@@ -444,16 +475,27 @@ class _Batch:
                     self._send({"kill": k, "id": run.id, "why": over})
 
     def _done(self, msg: dict) -> None:
+        """The server's "done": it reaped the slot's keeper and prepared the slot's next process."""
         k = msg.get("done")
+        if isinstance(k, int) and self.proc.draining.get(k, -1) == msg.get("id"):
+            del self.proc.draining[k]  # its job was completed from the keeper's report
+            if k not in self.proc.retired:
+                self.free.append(k)
+            return
         run = self.running.get(k) if isinstance(k, int) else None
         if run is None or msg.get("id") != run.id:
             return  # a prepared child that died before it had a job: the slot stays usable
+        self._complete(k, msg)
+        if k not in self.proc.retired:
+            self.free.append(k)
+
+    def _complete(self, k: int, msg: dict) -> None:
+        """A job ended (by its keeper's report or the server's done): drain its pipes, make its reply."""
+        run = self.running[k]
         self._drain(k)
         del self.running[k]
         if any(f in ("ResultLimit", "OutputLimit") for f in run.flags):
             self.proc.retired.add(k)
-        else:
-            self.free.append(k)
         lines, forged = [], 0
         prefix = run.nonce + " "
         for raw in bytes(run.res).decode("utf-8", "replace").split("\n"):

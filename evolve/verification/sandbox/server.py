@@ -269,14 +269,24 @@ def _keeper(k, cfg, ns):
         state["pid"] = pid
         if state["stop"]:
             stop(0, None)
-        os.closerange(3, 1 << 16)
+        rep = cfg.get("rep_w") if ns else None
+        if rep is None:
+            os.closerange(3, 1 << 16)
+        else:
+            os.closerange(3, rep)
+            os.closerange(rep + 1, 1 << 16)
         while True:
             try:
-                _, st = os.waitpid(pid, 0)
+                _, st, ru = os.wait4(pid, 0)
                 break
             except InterruptedError:
                 continue
         code = os.WEXITSTATUS(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st)
+        # Straight to the parent, before this process exits: the job is gone (reaped, its namespace torn
+        # down), and two wake-ups (the keeper's exit, the server's loop) are off the parent's critical path.
+        # Without a pid namespace the server must first check the job's group (orphans): no report then.
+        if rep is not None:
+            os.write(rep, b"%d %d %r %d\n" % (k, code, ru.ru_utime + ru.ru_stime, state["stop"]))
     except BaseException:  # noqa: BLE001
         pass
     os._exit(code)
@@ -429,6 +439,13 @@ class _Server:
                 s.why = str(msg.get("why", "killed"))[:40]
                 s.stop()
 
+    def _done(self, k, code, sig, cpu, outlived):
+        s = self.slots[k]
+        if s.id is not None:
+            self.send({"done": k, "id": s.id, "exit": code if sig is None else None, "signal": sig, "timeout": s.timeout,
+                       "killed": s.timeout or s.why is not None, "why": s.why, "orphans": bool(outlived),
+                       "cpu_s": cpu, "wall_s": time.monotonic() - s.t0})
+
     def _reap(self, k):
         s = self.slots[k]
         try:
@@ -444,11 +461,7 @@ class _Server:
         if code == 121:
             raise SystemExit("evolve sandbox: a keeper could not make the job's namespaces")
         sig = os.WTERMSIG(st) if os.WIFSIGNALED(st) else (code - 128 if code is not None and code > 128 else None)
-        if s.id is not None:
-            self.send({"done": k, "id": s.id, "exit": code if sig is None else None, "signal": sig, "timeout": s.timeout,
-                       "killed": s.timeout or s.why is not None,
-                       "why": s.why, "orphans": bool(outlived), "cpu_s": (ru.ru_utime + ru.ru_stime) if ru else None,
-                       "wall_s": time.monotonic() - s.t0})
+        self._done(k, code, sig, (ru.ru_utime + ru.ru_stime) if ru else None, outlived)
         if not self.ns:
             _remove_job_dirs(self.cfg["tmp"])
         self._spawn(k)
