@@ -78,7 +78,7 @@ class _Proc:
         self.buf, self.rep_buf = b"", b""
         # Slots whose job a keeper reported ended, before the server reaped its keeper and prepared the
         # slot's next process: not free until the server's own "done" for that job arrives.
-        self.draining: dict[int, int] = {}  # slot -> job id
+        self.draining: dict[int, tuple[int, float]] = {}  # slot -> (job id, deadline for the server's done)
         # Slots whose job was killed for a cap: a write of the dying job can still land in the slot's pipes
         # after the last drain, and would then be read as the next job's output. Never reused.
         self.retired: set[int] = set()
@@ -333,9 +333,8 @@ class ForkServer:
                     if r is not None:
                         replies[j] = r
                 left = [i for i in todo if replies[i] is None]
-                if not left:
-                    break
-                self._restart()
+                if batch.dead or batch.exhausted:
+                    self._restart()
                 if batch.dead:  # a death or a hang: the jobs it left get one more try
                     self.restarts += 1
                     for i in left:
@@ -419,10 +418,11 @@ class _Batch:
 
     def _step(self) -> None:
         now = time.monotonic()
-        if any(r.deadline < now for r in self.running.values()):
-            self.dead = True  # the server did not end a job in time: it is stopped or stuck
+        deadlines = [r.deadline for r in self.running.values()] + [d for _, d in self.proc.draining.values()]
+        if any(d < now for d in deadlines):
+            self.dead = True  # the server did not end a job, or reap its keeper, in time: stopped or stuck
             return
-        wait = min((r.deadline for r in self.running.values()), default=now + 1) - now
+        wait = min(deadlines, default=now + 1) - now
         rl = [self.proc.ctl_r, self.proc.rep_r] + [fd for k in self.running for fd in self.proc.slots[k][1:]]
         wl = [self.proc.slots[k][0] for k, r in self.running.items() if r.data]
         try:
@@ -439,7 +439,7 @@ class _Batch:
             for k, code, cpu, stopped in self.proc.reports():
                 run = self.running.get(k)
                 if run is not None:  # the server's own "done" for it comes later and frees the slot
-                    self.proc.draining[k] = run.id
+                    self.proc.draining[k] = (run.id, time.monotonic() + self.cfg.grace_s)
                     self._complete(k, {"exit": code if code < 128 else None, "signal": code - 128 if code > 128 else None,
                                        "timeout": stopped and not run.flags, "killed": stopped, "cpu_s": cpu,
                                        "wall_s": time.monotonic() - run.t0})
@@ -477,7 +477,7 @@ class _Batch:
     def _done(self, msg: dict) -> None:
         """The server's "done": it reaped the slot's keeper and prepared the slot's next process."""
         k = msg.get("done")
-        if isinstance(k, int) and self.proc.draining.get(k, -1) == msg.get("id"):
+        if isinstance(k, int) and k in self.proc.draining and self.proc.draining[k][0] == msg.get("id"):
             del self.proc.draining[k]  # its job was completed from the keeper's report
             if k not in self.proc.retired:
                 self.free.append(k)
