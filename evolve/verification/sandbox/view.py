@@ -70,7 +70,7 @@ def bwrap_command() -> list[str]:
     # No /proc at all (nothing of the server or of other jobs to look at) and no writable place: /tmp
     # is an empty folder of the read-only root, so no job can leave a file for another.
     # /proc is mounted only for the server to open /proc/sys/kernel (each job's pid_max, that is its
-    # task limit) and is unmounted by the server before any job exists (server.py, _sysctl_dir).
+    # task limit) and is unmounted by the server before any job exists (jobenv.py, _sysctl_dir).
     cmd += ["--dir", "/tmp", "--proc", "/proc", "--remount-ro", "/", "--chdir", "/", "--"]
     return cmd
 
