@@ -49,14 +49,14 @@ def _per_ns_pid_max():
 def _sysctl_dir(cfg, kern):
     """An fd on /proc/sys/kernel for the jobs' pid_max, or None. Under bubblewrap the view's /proc
     exists only for this: the folder is opened, then /proc is unmounted, so no job sees a /proc."""
-    if not cfg.get("ns") or not _per_ns_pid_max():
-        return None
-    try:
-        dfd = os.open("/proc/sys/kernel", os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        dfd = None
+    dfd = None
+    if cfg.get("ns") and _per_ns_pid_max():
+        try:
+            dfd = os.open("/proc/sys/kernel", os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            dfd = None
     if cfg.get("in_bwrap") and os.path.isdir("/proc/self") and kern.umount2(b"/proc", 2) != 0:
-        raise kern.err("umount /proc")  # MNT_DETACH; never leave the view's /proc in place
+        raise kern.err("umount /proc")  # MNT_DETACH, on every kernel: never leave the view's /proc in place
     return dfd
 
 
