@@ -38,6 +38,8 @@ def _load_tasks(tasks: Path | None, humaneval: bool, errors: list[str]):
 
 
 def _print_selfcheck(report, as_json: bool) -> None:
+    from evolve.util.text import one_line
+
     if as_json:
         for c in report.tasks:
             typer.echo(json.dumps({"task_id": c.task_id, "gold_passed": c.gold_passed, "gold_trace": c.gold_trace,
@@ -47,13 +49,13 @@ def _print_selfcheck(report, as_json: bool) -> None:
         typer.echo(f"{'task':<24} {'gold':>5} {'mutants':>8} {'killed':>7} {'score':>6}  weak")
         for c in report.tasks:
             score = "-" if c.mutation_score is None else f"{c.mutation_score:.2f}"
-            typer.echo(f"{c.task_id:<24} {'ok' if c.gold_passed else 'FAIL':>5} {c.mutants:>8} {c.killed:>7} "
+            typer.echo(f"{one_line(c.task_id, 80):<24} {'ok' if c.gold_passed else 'FAIL':>5} {c.mutants:>8} {c.killed:>7} "
                        f"{score:>6}  {'weak' if c.weak else ''}")
     bad = report.gold_failures
     if bad:
         typer.echo(f"gold solutions that fail ({len(bad)}):")
         for c in bad:
-            typer.echo(f"  {c.task_id}: {c.gold_trace[:200]}")
+            typer.echo(f"  {one_line(c.task_id, 80)}: {one_line(c.gold_trace, 200)}")
     ms = report.mutation_score
     typer.echo(f"mutation score: {'-' if ms is None else f'{ms:.3f}'} over {sum(c.mutants for c in report.tasks)} "
                f"mutants; weak-verified tasks: {sum(c.weak for c in report.tasks)}")
@@ -78,6 +80,7 @@ def verify(
 ) -> int:
     """Verify samples in the sandbox. The final line is `N passed, M failed`."""
     from evolve.errors import ConfigError
+    from evolve.util.text import one_line
     from evolve.verification import Verifier, load_samples
     from evolve.verification.selfcheck import self_check as run_self_check
 
@@ -89,7 +92,7 @@ def verify(
     hide = [str(p) for p in (tasks, samples) if p is not None]
     if self_check:
         for e in errors:
-            typer.echo(f"error: {e}", err=True)
+            typer.echo(f"error: {one_line(e, 300)}", err=True)
         with Verifier(pipe, jobs=jobs, isolation=isolation, hide=hide, allow_weak=allow_weak_sandbox) as v:
             report = run_self_check(v, task_list, max_mutants=max_mutants)
         _print_selfcheck(report, as_json)
@@ -98,7 +101,7 @@ def verify(
         raise ConfigError("give --samples FILE (or --self-check)")
     pairs, kept, results = _pair(load_samples(samples, errors=errors), task_list, samples, errors)
     for e in errors:
-        typer.echo(f"error: {e}", err=True)
+        typer.echo(f"error: {one_line(e, 300)}", err=True)
     with Verifier(pipe, jobs=jobs, isolation=isolation, hide=hide, allow_weak=allow_weak_sandbox) as v:
         results += list(zip(kept, v.verify_batch(pairs), strict=True))
         if v.isolation != "bwrap+seccomp":
@@ -131,6 +134,7 @@ def _pair(sample_list, task_list, samples: Path, errors: list[str]):
 def _report(results, as_json: bool, out: Path | None) -> int:
     """Print failures (or every result as JSON), write --out; returns the number passed."""
     from evolve.util.atomic import atomic_write_text
+    from evolve.util.text import one_line
 
     rows = []
     for s, r in results:
@@ -141,7 +145,9 @@ def _report(results, as_json: bool, out: Path | None) -> int:
         elif not r.passed:  # a hack's trace starts with its flags; others name their error class
             head = "" if r.error_class == "hack" else f" {r.error_class}:"
             weak = " [weak: in-sandbox-check]" if r.weak_verification else ""
-            typer.echo(f"FAIL {r.task_id} (line {s.line}){head} {r.trace[:300]}{weak}")
+            # Model text (traces carry its exception messages and printed output) as one escaped line:
+            # it can neither forge a line of its own ("999 passed, 0 failed") nor make the echo raise.
+            typer.echo(f"FAIL {one_line(r.task_id, 80)} (line {s.line}){head} {one_line(r.trace, 300)}{weak}")
     if out is not None:
         atomic_write_text(out, "".join(json.dumps(row) + "\n" for row in rows))
     return sum(r.passed for _, r in results)

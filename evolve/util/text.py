@@ -64,3 +64,19 @@ def terminal_safe(text: str) -> str:
     return "".join(c if c in "\n\t" or c.isprintable() else
                    (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000
                     else f"\\U{ord(c):08x}") for c in text)
+
+
+def one_line(text: object, limit: int = 0) -> str:
+    """``text`` as exactly one printable line: newlines, carriage returns and tabs shown as ``\\n``,
+    ``\\r``, ``\\t`` and every other non-printable character (lone surrogates too) as an escape, so
+    model text can neither forge a line of its own (``999 passed, 0 failed``) nor make a UTF-8
+    terminal raise. ``limit`` > 0 clips the result (after escaping) to that many characters."""
+    s = text if type(text) is str else str(text)
+    if limit and len(s) > limit * 8:  # never escape more than could be shown
+        s = s[: limit * 8]
+    if not s.isprintable():
+        s = "".join(c if c.isprintable() else
+                    {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c) or
+                    (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000
+                     else f"\\U{ord(c):08x}") for c in s)
+    return s if not limit or len(s) <= limit else s[: max(0, limit - 3)] + "..."

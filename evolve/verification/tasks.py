@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evolve.errors import ConfigError
+from evolve.verification.fences import python_blocks
 from evolve.verification.types import Task, TestCase
-
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
 
 
 @dataclass(frozen=True)
@@ -163,7 +162,7 @@ def strip_fences(text: str) -> str:
     """The code of a markdown answer: the first fenced block with a def, else the first block."""
     if "```" not in text:
         return text
-    blocks = _FENCE.findall(text)
+    blocks = python_blocks(text)
     if not blocks:
         return text
     for b in blocks:
@@ -173,10 +172,12 @@ def strip_fences(text: str) -> str:
 
 
 def _defines(code: str, name: str) -> bool:
+    """Whether ``code`` defines ``name`` at top level. Model text: any parser failure (a lone surrogate,
+    a NUL, nesting that exhausts the parser's stack or memory) falls back to a linear line scan."""
     try:
         tree = ast.parse(code)
-    except SyntaxError:
-        return bool(re.search(rf"^def\s+{re.escape(name)}\s*\(", code, re.M))
+    except (SyntaxError, ValueError, UnicodeError, RecursionError, MemoryError, OverflowError):
+        return bool(re.search(rf"^def[ \t]+{re.escape(name)}[ \t]*\(", code, re.M))
     return any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name for n in tree.body)
 
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evolve.verification.pipeline import Pipeline, load_pipeline
-from evolve.verification.reply import Reply, safe_parse_reply
+from evolve.verification.reply import Reply, loaded, safe_parse_reply
 from evolve.verification.rewrite import rewrite_check
 from evolve.verification.sandbox.client import ForkServer, SandboxConfig
 from evolve.verification.sandbox.codec import decode, is_plain
-from evolve.verification.stages.base import StageContext, make_stage
+from evolve.verification.stages import StageContext, make_stage
 from evolve.verification.tasks import assemble_program, humaneval_path
 from evolve.verification.types import StageResult, Task, TestCase, VerifyResult
 
@@ -39,6 +39,7 @@ class _Plan:
     bad_input: str = ""  # a task-file problem: the task's samples fail with this
     helpers: str = ""  # record/replay: the task's canonical program (imports, helpers, entry point)
     recorded: list[str] = field(default_factory=list)  # record/replay: each call's encoded arguments
+    gold: list[str | None] = field(default_factory=list)  # record/replay: each call's encoded canonical result
 
 
 def plan_task(task: Task) -> _Plan:
@@ -70,7 +71,9 @@ def _replay_results(reply: Reply) -> list[tuple]:
     """The candidate's results as the replayed check sees them: plain values or what went wrong."""
     out = []
     for o in reply.results:
-        if o.status == "ok":
+        if o.status == "ok" and o.raw is not None:
+            out.append(("enc", o.raw))  # decoded inside the replay job, never here
+        elif o.status == "ok":
             out.append(("ok", o.value))
         elif o.status == "err":
             out.append(("err", f"raised {o.error[0]}: {o.error[1]}"))
@@ -100,7 +103,7 @@ class Verifier:
                                                 allow_weak=allow_weak))
         self._stages = {s.name: make_stage(s.name) for s in self.pipeline.stages}
         self._plans: dict[int, tuple[Task, _Plan]] = {}
-        self._baselines: dict[int, float | None] = {}
+        self._gold: dict[int, tuple[float | None, dict]] = {}  # id(task) -> (canonical CPU time, results)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     @property
@@ -136,39 +139,73 @@ class Verifier:
         return self.verify_batch([(task, completion)])[0]
 
     def verify_batch(self, pairs: list[tuple[Task, str]]) -> list[VerifyResult]:
-        """One VerifyResult per (task, completion), same order. Failed samples are results, not errors."""
+        """One VerifyResult per (task, completion), same order. Failed samples are results, not errors:
+        anything a sample's text or results make go wrong in this process is that sample's failure."""
         if not pairs:
             return []
-        self._ensure_recorded([t for t, _ in pairs])
-        baselines = self._ensure_baselines([t for t, _ in pairs]) if "perf" in self._stages else {}
-        plans, programs, jobs = [], [], []
-        for task, completion in pairs:
-            p = self.plan(task)
-            program = assemble_program(task, completion if isinstance(completion, str) else "")
-            plans.append(p)
-            programs.append(program)
-            jobs.append(self._job(task, program, [] if p.bad_input else p.calls))
-        raws = self.sandbox.run(jobs)
+        tasks = [t for t, _ in pairs]
+        self._ensure_recorded(tasks)
+        gold = self._ensure_gold(tasks)
         out: list[VerifyResult | None] = [None] * len(pairs)
-        # Decoded results live one sample at a time (a sample's values can be ~1 MiB of text, many
-        # times that decoded); only record/replay samples keep theirs until the replayed check ran.
-        held: dict[int, Reply] = {}
-        for i, (p, raw) in enumerate(zip(plans, raws, strict=True)):
-            reply = safe_parse_reply(raw, len(p.calls))
-            if p.check:
-                held[i] = reply
+        todo: list[tuple[int, _Plan, str]] = []
+        for i, (task, completion) in enumerate(pairs):
+            try:
+                early, plan, program = self._prepare(task, completion)
+            except Exception as e:  # noqa: BLE001 - model text must never take the batch down
+                early = _broken(task, "parsing the completion", e)
+            if early is not None:
+                out[i] = early
             else:
-                out[i] = self._finish(pairs[i], p, programs[i], raw, reply, baselines)
-        self._replay(pairs, plans, held)
-        for i, reply in held.items():
-            out[i] = self._finish(pairs[i], plans[i], programs[i], raws[i], reply, baselines)
-        return out
+                todo.append((i, plan, program))
+        held: dict[int, tuple[Reply, float]] = {}
 
-    def _finish(self, pair, plan: _Plan, program: str, raw, reply: Reply, baselines: dict) -> VerifyResult:
+        def on_reply(j: int, raw: dict) -> bool:
+            # Compared and dropped as each job completes: decoded values never outlive their sample.
+            # Record/replay samples keep only their encoded results until the replayed check ran.
+            i, plan, program = todo[j]
+            try:
+                reply = safe_parse_reply(raw, len(plan.calls))
+                wall = _wall(raw)
+                if plan.check:
+                    held[i] = (reply, wall)
+                else:
+                    out[i] = self._finish(pairs[i], plan, program, wall, reply, gold)
+            except Exception as e:  # noqa: BLE001
+                out[i] = _broken(pairs[i][0], "judging the results", e)
+            return True
+
+        jobs = [self._job(pairs[i][0], program, [] if plan.bad_input else plan.calls) for i, plan, program in todo]
+        self.sandbox.run(jobs, on_reply)
+        try:
+            self._replay(pairs, {i: p for i, p, _ in todo}, {i: r for i, (r, _) in held.items()})
+        except Exception as e:  # noqa: BLE001
+            for i in held:
+                out[i] = _broken(pairs[i][0], "replaying the check", e)
+        programs = {i: prog for i, _, prog in todo}
+        plans = {i: p for i, p, _ in todo}
+        for i, (reply, wall) in held.items():
+            if out[i] is None:
+                try:
+                    out[i] = self._finish(pairs[i], plans[i], programs[i], wall, reply, gold)
+                except Exception as e:  # noqa: BLE001
+                    out[i] = _broken(pairs[i][0], "judging the results", e)
+        return [r if r is not None else _broken(t, "verifying", None) for r, (t, _) in zip(out, pairs, strict=True)]
+
+    def _prepare(self, task: Task, completion) -> tuple[VerifyResult | None, _Plan | None, str]:
+        """(an early verdict, or None; the plan; the program). Over-long text is never parsed here."""
+        text = completion if isinstance(completion, str) else ""
+        cap = self.pipeline.limits.max_completion_chars
+        if len(text) > cap:
+            msg = f"the completion is {len(text)} characters, over the cap of {cap} (limits.max_completion_chars)"
+            return _verdict(task, "CompletionTooLong", msg), None, ""
+        plan = self.plan(task)
+        return None, plan, assemble_program(task, text)
+
+    def _finish(self, pair, plan: _Plan, program: str, wall: float, reply: Reply, gold: dict) -> VerifyResult:
         t0 = time.perf_counter()
-        res = self._result(pair[0], pair[1], program, plan, reply, baselines.get(id(pair[0])))
-        wall = raw.get("wall", 0.0) if isinstance(raw, dict) else 0.0
-        res.duration_s = float(wall if type(wall) is float else 0.0) + (time.perf_counter() - t0)
+        base_time, gold_values = gold.get(id(pair[0]), (None, {}))
+        res = self._result(pair[0], pair[1], program, plan, reply, base_time, gold_values)
+        res.duration_s = wall + (time.perf_counter() - t0)
         return res
 
     def _ensure_recorded(self, tasks: list[Task]) -> None:
@@ -189,38 +226,57 @@ class Verifier:
                 p.bad_input = f"the canonical solution does not pass the task's own check: {why[0]}: {why[1]}"[:300]
                 continue
             p.calls, p.recorded = calls, list(reply.recorded)
+            p.gold = _gold_by_call(reply.gold, len(calls))
 
-    def _replay(self, pairs, plans: list[_Plan], replies: dict[int, Reply]) -> None:
+    def _replay(self, pairs, plans: dict[int, _Plan], replies: dict[int, Reply]) -> None:
         """Run the recorded checks on the candidates' plain results (no candidate code in those jobs)."""
         for reply in replies.values():
             reply.weak_ok = False  # only a replay job's verdict counts
         idx = [i for i, r in replies.items() if not plans[i].bad_input and r.load_error is None and not r.flags]
         if not idx:
             return
+        strict = self.pipeline.strict_types
         jobs = [self._job(pairs[i][0], "", [], mode="replay", check=plans[i].check, helpers=plans[i].helpers,
-                          recorded=plans[i].recorded, results=_replay_results(replies[i])) for i in idx]
+                          recorded=plans[i].recorded, results=_replay_results(replies[i]),
+                          gold=plans[i].gold if strict else [], strict=strict) for i in idx]
         for i, raw in zip(idx, self.sandbox.run(jobs), strict=True):
             check = safe_parse_reply(raw, 0, "replay")
             replies[i].weak_ok = bool(check.weak_ok)
             replies[i].weak_error = check.weak_error or (None if check.weak_ok else (
                 check.job_error or "CheckError", check.job_message or "the replayed check did not finish", 0))
 
-    def _ensure_baselines(self, tasks: list[Task]) -> dict[int, float | None]:
-        todo = [t for t in {id(t): t for t in tasks}.values()
-                if id(t) not in self._baselines and t.canonical_solution and not self.plan(t).bad_input]
+    def _ensure_gold(self, tasks: list[Task]) -> dict[int, tuple[float | None, dict]]:
+        """Once per task, the canonical solution on the task's calls: its CPU time (the perf stage) and,
+        under strict types, its results for tests through a transform (sorted/list/tuple/set of a
+        call), whose types the transform would hide. Only tasks that need either are run."""
+        strict = self.pipeline.strict_types
+        perf = "perf" in self._stages
+
+        def needed(t: Task) -> bool:
+            p = self.plan(t)
+            return bool(t.canonical_solution) and not p.bad_input and (perf or (strict and _transforms(p)))
+
+        todo = [t for t in {id(t): t for t in tasks}.values() if id(t) not in self._gold and needed(t)]
         if todo:
             jobs = [self._job(t, assemble_program(t, t.canonical_solution), self.plan(t).calls) for t in todo]
             for t, raw in zip(todo, self.sandbox.run(jobs), strict=True):
-                self._baselines[id(t)] = safe_parse_reply(raw, len(self.plan(t).calls)).time_s
-        return {id(t): self._baselines.get(id(t)) for t in tasks}
+                p = self.plan(t)
+                reply = safe_parse_reply(raw, len(p.calls))
+                values = {}
+                for k in (_transforms(p) if strict else ()):
+                    o = loaded(reply.results[k])
+                    if o.status == "ok":
+                        values[k] = o.value
+                self._gold[id(t)] = (reply.time_s, values)
+        return {id(t): self._gold.get(id(t), (None, {})) for t in tasks}
 
     def _result(self, task: Task, completion: str, program: str, plan: _Plan, reply: Reply,
-                baseline: float | None) -> VerifyResult:
+                baseline: float | None, gold: dict) -> VerifyResult:
         pipe = self.pipeline
         if plan.bad_input:
             reply.load_error = ("BadTask", plan.bad_input, 0)
         ctx = StageContext(task, completion, program, reply, pipe, plan.visible, plan.hidden,
-                           "replayed check" if plan.check else "", baseline)
+                           "replayed check" if plan.check else "", baseline, gold)
         stages: list[StageResult] = []
         applied: list[tuple[float, StageResult]] = []
         stopped = False
@@ -255,3 +311,36 @@ class Verifier:
             trace = ", ".join(flags) + (f" | {trace}" if first else "")
         return VerifyResult(task.task_id, round(reward, 6), passed, stages, trace[:1000],
                             error_class if not passed else None, flags, False)
+
+
+def _transforms(plan: _Plan) -> list[int]:
+    """Call indices (visible then hidden) of the tests compared through a transform."""
+    return [k for k, t in enumerate(plan.visible + plan.hidden) if ":" in t.compare]
+
+
+def _gold_by_call(lines: list[str], n: int) -> list[str | None]:
+    """``G i <json>`` lines of a record job as one entry per call (None: not plain or not returned)."""
+    out: list[str | None] = [None] * n
+    for line in lines:
+        idx, _, body = line.partition(" ")
+        if idx.isdigit() and int(idx) < n:
+            out[int(idx)] = body
+    return out
+
+
+def _wall(raw) -> float:
+    wall = raw.get("wall", 0.0) if isinstance(raw, dict) else 0.0
+    return float(wall) if type(wall) is float else 0.0
+
+
+def _verdict(task: Task, error_class: str, message: str) -> VerifyResult:
+    from evolve.verification.types import TestFailure
+
+    stage = StageResult("input", 0.0, False, message, error_class, [TestFailure("input", error_class, message)])
+    return VerifyResult(task.task_id, 0.0, False, [stage], message[:1000], error_class)
+
+
+def _broken(task: Task, doing: str, e: BaseException | None) -> VerifyResult:
+    """A sample whose text or results broke the parent while ``doing``: its failure, with a trace."""
+    what = "no verdict" if e is None else f"{type(e).__name__}: {str(e)[:200]}"
+    return _verdict(task, "VerifierError", f"the verifier failed {doing} ({what})")

@@ -33,7 +33,15 @@ def harness_pids(verifier) -> list[int]:
     from evolve.verification.sandbox.view import interpreter
 
     root, exe = verifier.sandbox._proc.popen.pid, interpreter().encode()
-    return [p for p in descendants(root) if _cmdline(p).split(b"\0")[0] == exe]  # not bubblewrap's own
+    return [p for p in descendants(root) if _cmdline(p).split(b"\0")[0] == exe  # not bubblewrap's own
+            and _has_memory(p)]  # nor a keeper still exiting after its report (its memory is already gone)
+
+
+def _has_memory(pid: int) -> bool:
+    try:
+        return bool(Path(f"/proc/{pid}/maps").read_text().strip())
+    except OSError:
+        return False
 
 
 def _cmdline(pid: int) -> bytes:

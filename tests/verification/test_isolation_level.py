@@ -66,13 +66,13 @@ VIEW = """import os, sysconfig
 def f(i):
     if i == 0:
         return sorted(set(os.listdir("/")) - {"usr", "lib", "lib64", "lib32", "libx32", "bin", "sbin", "etc", "dev",
-                                              "tmp", "root"})
+                                              "tmp", "root", "proc"})  # /proc: an empty folder (below)
     if i == 1:
         return sorted(os.listdir("/dev"))
     if i == 2:
         return [p for p in ("/proc/self", "/etc/shadow", "/etc/passwd", "/home", %(repo)r) if os.path.exists(p)]
     if i == 3:
-        return (os.listdir("/tmp") + os.listdir("/usr/local") + os.listdir("/usr/share")
+        return (os.listdir("/tmp") + os.listdir("/proc") + os.listdir("/usr/local") + os.listdir("/usr/share")
                 + os.listdir(sysconfig.get_paths()["purelib"]))
     if i == 4:
         return [p for p in ("/", "/tmp", "/dev", "/usr") if os.access(p, os.W_OK)]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import marshal
 import os
 import select
 import signal
@@ -19,17 +18,16 @@ import subprocess
 import threading
 import time
 import warnings
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evolve.errors import EvolveError
 from evolve.verification.sandbox import view
+from evolve.verification.sandbox.batch import _Batch
 from evolve.verification.sandbox.seccomp import job_filter
 
 _HERE = Path(__file__).parent
 _BOOT = "import sys;exec(compile(sys.argv[1],'<evolve-harness>','exec'))"
-_KEEP_OUT = 2048  # bytes of a job's stdout/stderr kept for its trace
 _CTL_MAX = 1 << 16  # longest control line the server may send
 _warned: set[str] = set()
 SLOTS_PER_JOB = 3  # slots (each with a clean job process waiting) per concurrent job
@@ -41,7 +39,7 @@ class SandboxUnavailable(EvolveError):
 
 def server_source() -> str:
     """codec + harness + server as one stdlib-only program (no package imports inside)."""
-    return "\n".join((_HERE / name).read_text() for name in ("codec.py", "harness.py", "server.py"))
+    return "\n".join((_HERE / name).read_text() for name in ("codec.py", "harness.py", "jobenv.py", "server.py"))
 
 
 @dataclass(frozen=True)
@@ -61,22 +59,15 @@ class SandboxConfig:
     extra: dict = field(default_factory=dict, hash=False, compare=False)
 
 
-class _Job:
-    __slots__ = ("index", "id", "nonce", "data", "deadline", "res", "out_head", "out_bytes", "flags", "killed",
-                 "ended")
-
-    def __init__(self, index, id_, nonce, data, deadline):
-        self.index, self.id, self.nonce, self.data, self.deadline = index, id_, nonce, data, deadline
-        self.res, self.out_head, self.out_bytes, self.flags, self.killed = bytearray(), bytearray(), 0, [], False
-        self.ended = False  # its harness wrote the sentinel: only the process exit is left
-
-
 class _Proc:
     """One running server: its process, control pipes and the parent ends of its slot pipes."""
 
-    def __init__(self, popen, ctl_w, ctl_r, slots):
-        self.popen, self.ctl_w, self.ctl_r, self.slots = popen, ctl_w, ctl_r, slots
-        self.buf = b""
+    def __init__(self, popen, ctl_w, ctl_r, slots, rep_r=-1):
+        self.popen, self.ctl_w, self.ctl_r, self.slots, self.rep_r = popen, ctl_w, ctl_r, slots, rep_r
+        self.buf, self.rep_buf = b"", b""
+        # Slots whose job a keeper reported ended, before the server reaped its keeper and prepared the
+        # slot's next process: not free until the server's own "done" for that job arrives.
+        self.draining: dict[int, tuple[int, float]] = {}  # slot -> (job id, deadline for the server's done)
         # Slots whose job was killed for a cap: a write of the dying job can still land in the slot's pipes
         # after the last drain, and would then be read as the next job's output. Never reused.
         self.retired: set[int] = set()
@@ -104,6 +95,22 @@ class _Proc:
             out.append(msg)
         return out
 
+    def reports(self) -> list[tuple[int, int, float, bool]]:
+        """Keepers' reports (slot, status, job CPU seconds, stopped by the server); malformed ones dropped."""
+        try:
+            chunk = os.read(self.rep_r, 1 << 16)
+        except (BlockingIOError, OSError):
+            return []
+        *lines, self.rep_buf = (self.rep_buf + chunk).split(b"\n")
+        out = []
+        for line in lines:
+            try:
+                k, code, cpu, stopped = line.split()
+                out.append((int(k), int(code), float(cpu), stopped == b"1"))
+            except ValueError:
+                continue
+        return out
+
     def kill(self) -> None:
         try:
             os.killpg(self.popen.pid, signal.SIGKILL)
@@ -116,7 +123,7 @@ class _Proc:
         self.close_fds()
 
     def close_fds(self) -> None:
-        for fd in [self.ctl_w, self.ctl_r, *[f for s in self.slots for f in s]]:
+        for fd in [self.ctl_w, self.ctl_r, self.rep_r, *[f for s in self.slots for f in s]]:
             try:
                 os.close(fd)
             except OSError:
@@ -176,12 +183,14 @@ class ForkServer:
             slots_child.append((pr, rw, ow))
             slots_parent.append((pw, rr, orr))
         (cr, cw), (sr, sw) = _pipe(), _pipe()  # parent -> server control, server -> parent control
-        cfg = {"slots": slots_child, "ctl_r": cr, "ctl_w": sw, "bpf": bpf.hex() if bpf else None, "ns": True,
+        rep_r, rep_w = _pipe()  # keepers -> parent: a job's end, before the keeper exits (see server.py)
+        cfg = {"slots": slots_child, "ctl_r": cr, "ctl_w": sw, "rep_w": rep_w, "bpf": bpf.hex() if bpf else None,
+               "ns": True,
                "ro_root": mode != "bwrap+seccomp", "in_bwrap": mode == "bwrap+seccomp",
                "fsize": c.fsize, "drop_uid": c.drop_uid, "hide": [p for p in c.hide if p] + list(c.hide_patterns)}
         prefix = view.bwrap_command() if mode == "bwrap+seccomp" else []
         cmd = prefix + [view.interpreter(), "-s", "-S", "-B", "-P", "-c", _BOOT, server_source(), json.dumps(cfg)]
-        passed = [fd for s in slots_child for fd in s] + [cr, sw]
+        passed = [fd for s in slots_child for fd in s] + [cr, sw, rep_w]
         try:
             popen = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, cwd="/", close_fds=True, pass_fds=passed,
@@ -190,7 +199,8 @@ class ForkServer:
             popen, err = None, e
         for fd in passed:
             os.close(fd)
-        proc = _Proc(popen, cw, sr, slots_parent)
+        proc = _Proc(popen, cw, sr, slots_parent, rep_r)
+        os.set_blocking(rep_r, False)
         if popen is None:
             proc.close_fds()
             return None, f"cannot start the sandbox server ({err})"
@@ -296,20 +306,31 @@ class ForkServer:
             pass
 
     # -- jobs ----------------------------------------------------------------------------------------
-    def run(self, jobs: list[dict]) -> list[dict]:
-        """Run jobs (payload dicts); one reply per job, same order. A server that dies or hangs is
-        killed and restarted, and the jobs it left unfinished run once more."""
+    def run(self, jobs: list[dict], on_reply=None) -> list:
+        """Run jobs (payload dicts); one reply per job, same order. ``on_reply(i, reply)``, when given, is
+        called as each job completes and its return value is kept instead of the reply (so a caller can
+        judge and drop each reply at once). A server that dies or hangs is killed and restarted, and
+        the jobs it left unfinished run once more; a server whose slots were all retired (jobs killed
+        for a cap) is replaced without counting against anyone."""
+        keep = on_reply or (lambda i, r: r)
         with self._lock:
-            replies = self._run_once(jobs)
-            missing = [i for i, r in enumerate(replies) if r is None]
-            if missing:
-                self.restarts += 1
-                self._restart()
-                again = self._run_once([jobs[i] for i in missing])
-                for i, r in zip(missing, again, strict=True):
-                    replies[i] = r or {"server_died": True, "lines": [], "flags": []}
-                if any(r is None for r in again):
+            replies: list = [None] * len(jobs)
+            todo, died = list(range(len(jobs))), {}
+            while todo:
+                batch = self._run_once([jobs[i] for i in todo], lambda j, r, t=todo: keep(t[j], r))
+                for j, r in zip(todo, batch.replies, strict=True):
+                    if r is not None:
+                        replies[j] = r
+                left = [i for i in todo if replies[i] is None]
+                if batch.dead or batch.exhausted:
                     self._restart()
+                if batch.dead:  # a death or a hang: the jobs it left get one more try
+                    self.restarts += 1
+                    for i in left:
+                        died[i] = died.get(i, 0) + 1
+                    for i in [i for i in left if died[i] >= 2]:
+                        replies[i] = keep(i, {"server_died": True, "lines": [], "flags": []})
+                todo = [i for i in left if replies[i] is None]
             return replies
 
     def _restart(self) -> None:
@@ -317,150 +338,13 @@ class ForkServer:
             self._proc.kill()
             self._proc = None
 
-    def _run_once(self, jobs: list[dict]) -> list[dict | None]:
+    def _run_once(self, jobs: list[dict], keep) -> _Batch:
         if self._proc is not None and (self._proc.popen.poll() is not None or
                                        len(self._proc.retired) == len(self._proc.slots)):
             self.restarts += 1  # it died between batches, or every slot was retired
             self._proc.kill()
             self._proc = None
         self.ready()
-        return _Batch(self, self._proc, jobs).run()
-
-
-class _Batch:
-    """One batch through one server: dispatch to free slots, stream payloads, collect, enforce caps."""
-
-    def __init__(self, owner: ForkServer, proc: _Proc, jobs: list[dict]):
-        self.owner, self.proc, self.jobs, self.cfg = owner, proc, jobs, owner.config
-        self.replies: list[dict | None] = [None] * len(jobs)
-        self.pending = deque(range(len(jobs)))
-        self.free = deque(k for k in range(len(proc.slots)) if k not in proc.retired)
-        self.running: dict[int, _Job] = {}
-        self.dead = False
-
-    def run(self) -> list[dict | None]:
-        while (self.pending or self.running) and not self.dead:
-            self._dispatch()
-            self._step()
-        if self.dead:
-            self.owner._restart()
-        return self.replies
-
-    def _send(self, msg: dict) -> None:
-        data = (json.dumps(msg) + "\n").encode()
-        try:
-            while data:
-                data = data[os.write(self.proc.ctl_w, data):]
-        except OSError:
-            self.dead = True
-
-    def _dispatch(self) -> None:
-        if self.pending and not self.free and not self.running:
-            self.dead = True  # every slot retired: a fresh server (fresh pipes) runs the rest
-            return
-        while self.pending and self.free and not self.dead and \
-                sum(not r.ended for r in self.running.values()) < self.cfg.jobs:
-            k, i = self.free.popleft(), self.pending.popleft()
-            job = self.jobs[i]
-            self.owner._next_id += 1
-            nonce = os.urandom(12).hex()
-            body = marshal.dumps({**job, "nonce": nonce, "limit": min(self.cfg.res_cap, job.get("limit", 1 << 62))})
-            timeout = float(job.get("timeout", 3.0))
-            run = _Job(i, self.owner._next_id, nonce, len(body).to_bytes(8, "little") + body,
-                       time.monotonic() + timeout + self.cfg.grace_s)
-            self.running[k] = run
-            self._send({"run": k, "id": run.id, "timeout": timeout})  # before the payload: see server.py
-            self._write(k)
-
-    def _write(self, k: int) -> None:
-        run = self.running[k]
-        try:
-            n = os.write(self.proc.slots[k][0], run.data)
-            run.data = run.data[n:]
-        except BlockingIOError:
-            pass
-        except OSError:
-            run.data = b""
-
-    def _step(self) -> None:
-        now = time.monotonic()
-        if any(r.deadline < now for r in self.running.values()):
-            self.dead = True  # the server did not end a job in time: it is stopped or stuck
-            return
-        wait = min((r.deadline for r in self.running.values()), default=now + 1) - now
-        rl = [self.proc.ctl_r] + [fd for k in self.running for fd in self.proc.slots[k][1:]]
-        wl = [self.proc.slots[k][0] for k, r in self.running.items() if r.data]
-        try:
-            r, w, _ = select.select(rl, wl, [], max(0.0, wait))
-        except InterruptedError:
-            return
-        slot_of = {fd: k for k in self.running for fd in self.proc.slots[k]}
-        for fd in w:
-            self._write(slot_of[fd])
-        for fd in r:
-            if fd != self.proc.ctl_r and fd in slot_of:
-                self._drain(slot_of[fd])
-        if self.proc.ctl_r in r:
-            msgs = self.proc.lines(0)
-            if msgs is None:
-                self.dead = True
-                return
-            for m in msgs:
-                self._done(m)
-
-    def _drain(self, k: int) -> None:
-        run, (_, res, out) = self.running[k], self.proc.slots[k]
-        for fd in (res, out):
-            while True:
-                try:
-                    chunk = os.read(fd, 1 << 16)
-                except (BlockingIOError, OSError):
-                    break
-                if not chunk:
-                    break
-                if fd == res:
-                    if len(run.res) <= self.cfg.res_cap:
-                        run.res += chunk
-                        run.ended = run.ended or run.res.endswith(b" END\n")
-                    over = len(run.res) > self.cfg.res_cap and "ResultLimit"
-                else:
-                    run.out_bytes += len(chunk)
-                    if len(run.out_head) < _KEEP_OUT:
-                        run.out_head += chunk[: _KEEP_OUT - len(run.out_head)]
-                    over = run.out_bytes > self.cfg.out_cap and "OutputLimit"
-                if over and over not in run.flags:
-                    run.flags.append(over)
-                    self._send({"kill": k, "id": run.id, "why": over})
-
-    def _done(self, msg: dict) -> None:
-        k = msg.get("done")
-        run = self.running.get(k) if isinstance(k, int) else None
-        if run is None or msg.get("id") != run.id:
-            return  # a prepared child that died before it had a job: the slot stays usable
-        self._drain(k)
-        del self.running[k]
-        if any(f in ("ResultLimit", "OutputLimit") for f in run.flags):
-            self.proc.retired.add(k)
-        else:
-            self.free.append(k)
-        lines, forged = [], 0
-        prefix = run.nonce + " "
-        for raw in bytes(run.res).decode("utf-8", "replace").split("\n"):
-            if raw.startswith(prefix):
-                lines.append(raw[len(prefix):])
-            elif raw:
-                forged += 1
-        flags = list(run.flags) + (["hack: orphan-process"] if msg.get("orphans") else [])
-        self.replies[run.index] = {
-            "lines": lines, "forged": forged, "flags": flags, "out": bytes(run.out_head).decode("utf-8", "replace"),
-            "out_bytes": run.out_bytes, "exit": _int_or_none(msg.get("exit")), "signal": _int_or_none(msg.get("signal")),
-            "timeout": msg.get("timeout") is True, "cpu_s": _float_or_none(msg.get("cpu_s")),
-            "wall": _float_or_none(msg.get("wall_s")) or 0.0}
-
-
-def _int_or_none(v):
-    return v if type(v) is int else None
-
-
-def _float_or_none(v):
-    return float(v) if type(v) in (int, float) and v == v and 0 <= v < 1e9 else None
+        batch = _Batch(self, self._proc, jobs, keep)
+        batch.run()
+        return batch

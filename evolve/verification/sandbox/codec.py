@@ -84,7 +84,7 @@ def _make_encoder():
                 put("null")
             elif t is _float:
                 put("NaN" if x != x else "Infinity" if x == _inf else "-Infinity" if x == -_inf else _repr(x))
-            elif t in (_list, _tuple, _set, _fset, _dict):
+            elif t is _list or t is _tuple or t is _set or t is _fset or t is _dict:  # identity: `in` calls __eq__
                 if _len(x) > limit:
                     raise TooLarge(f"result over {limit} bytes")
                 d = depth + 1
@@ -129,24 +129,47 @@ def _make_encoder():
 encode = _make_encoder()
 
 
-def _tag(obj):
-    """json object_hook: every JSON object is exactly one tag; anything else is malformed."""
-    if len(obj) != 1:
+_MAX_ITEMS = 200_000  # elements of one decoded set, frozenset or dict
+_MAX_SAME_HASH = 8  # elements of one set / keys of one dict that may share a hash value
+
+
+def _hash_guard(items):
+    """Refuse a hashed container whose items would make building it quadratic: ints, tuples and
+    floats hash deterministically, so a job can send thousands of distinct keys that all hash alike
+    (about 9 s of CPU per sample here). Distinct hashes cannot collide for long (the probe sequence
+    mixes in every bit), so capping items per hash value bounds the work."""
+    if len(items) > _MAX_ITEMS:
+        raise ValueError("hashed container too large")
+    seen = {}
+    for x in items:
+        h = hash(x)  # TypeError for an unhashable item: caught by decode
+        c = seen.get(h, 0) + 1
+        if c > _MAX_SAME_HASH:
+            raise ValueError("hash-colliding keys")
+        seen[h] = c
+    return items
+
+
+def _tag(pairs):
+    """json object_pairs_hook: every JSON object is exactly one tag (pairs, so no dict of a job's
+    keys is ever built by json itself); anything else is malformed."""
+    if len(pairs) != 1:
         raise ValueError("malformed tag")
-    (k, v), = obj.items()
+    (k, v), = pairs
     if k == "t" and type(v) is list:
         return tuple(v)
     if k == "d" and type(v) is list:
         if not all(type(p) is list and len(p) == 2 for p in v):
             raise ValueError("malformed dict")
-        return {p[0]: p[1] for p in v}  # TypeError for an unhashable key: caught by decode
+        _hash_guard([p[0] for p in v])
+        return {p[0]: p[1] for p in v}
     if k == "s" and type(v) is list:
-        return set(v)
+        return set(_hash_guard(v))
     if k == "f" and type(v) is list:
-        return frozenset(v)
+        return frozenset(_hash_guard(v))
     if k == "b" and type(v) is str:
         return bytes.fromhex(v)
-    if k == "c" and type(v) is list and len(v) == 2 and all(type(e) in (int, float) for e in v):
+    if k == "c" and type(v) is list and len(v) == 2 and all(type(e) is int or type(e) is float for e in v):
         return complex(v[0], v[1])
     if k == "h" and type(v) is str and v.startswith(("0x", "-0x")):
         return int(v, 16)
@@ -160,9 +183,22 @@ def decode(text, limit=1 << 20):
     if type(text) is not str or len(text) > limit:
         raise ValueError("result text missing or too long")
     try:
-        return json.loads(text, object_hook=_tag)
+        return json.loads(text, object_pairs_hook=_tag)
     except (TypeError, RecursionError, MemoryError, OverflowError) as e:
         raise ValueError(f"malformed result ({type(e).__name__})") from None
+
+
+def same_types(got, expected):
+    """Exact types all the way down (2.0 is not 2, True is not 1, a tuple is not a list), on plain
+    values; by identity, never ``in`` (which would call a metaclass's __eq__)."""
+    t = type(got)
+    if t is not type(expected):
+        return False
+    if t is list or t is tuple:
+        return len(got) == len(expected) and all(same_types(a, b) for a, b in zip(got, expected, strict=True))
+    if t is dict:
+        return got.keys() == expected.keys() and all(same_types(v, expected[k]) for k, v in got.items())
+    return True
 
 
 def is_plain(value) -> bool:

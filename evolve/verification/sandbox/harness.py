@@ -19,7 +19,7 @@ import os
 import sys
 
 try:  # as a package module (tests, linters); in the server source these are already defined
-    from evolve.verification.sandbox.codec import NonPlain, TooLarge, encode
+    from evolve.verification.sandbox.codec import NonPlain, TooLarge, decode, encode, same_types
 except ImportError:
     pass
 
@@ -239,9 +239,18 @@ def _run_check(job, guarded, emit, enc):
     recorded, results = job.get("recorded", []), job.get("results", [])
     ns = {"__name__": "check"}
 
+    gold, strict = job.get("gold") or [], bool(job.get("strict"))
+
     def recorder(*args):
+        i = calls[0]
+        calls[0] += 1
         emit("A " + enc(args, 1 << 22))
-        return ns[job["entry"]](*args)
+        value = ns[job["entry"]](*args)
+        try:  # the canonical result of call i, for strict types on replay (none when it is not plain)
+            emit(f"G {i} " + enc(value, 1 << 20))
+        except (NonPlain, TooLarge):
+            pass
+        return value
 
     def replayer(*args):
         i = calls[0]
@@ -249,8 +258,12 @@ def _run_check(job, guarded, emit, enc):
         if i >= len(recorded) or enc(args, 1 << 22) != recorded[i]:
             raise AssertionError(f"call {i + 1}: the check's inputs differ from the recorded ones")
         status, value = results[i]
+        if status == "enc":  # decoded here, in the sandbox: the parent never builds these values
+            status, value = "ok", decode(value, 4 << 20)
         if status != "ok":
             raise AssertionError(f"call {i + 1}: the candidate {value}")
+        if strict and i < len(gold) and gold[i] is not None and not same_types(value, decode(gold[i], 4 << 20)):
+            raise AssertionError(f"call {i + 1}: the candidate's result has other types than the canonical one's")
         return value
 
     ok, _ = guarded("W", lambda: exec(compile(job.get("helpers", ""), "<task>", "exec"), ns))  # noqa: S102

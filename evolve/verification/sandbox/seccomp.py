@@ -27,6 +27,8 @@ DENIED = (
     "quotactl", "lookup_dcookie", "personality",
     # Lock and watch state on the shared read-only files would be a channel between concurrent jobs.
     "flock", "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_mark",
+    # Memory that RLIMIT_AS does not count once unmapped (630 MiB held against a 512 MiB limit).
+    "memfd_create", "memfd_secret",
 )
 _CLONE_THREAD = 0x00010000
 _F_SETOWN, _F_SETSIG, _F_SETOWN_EX = 8, 10, 15  # fcntl: route SIGIO (or any signal) to a pid

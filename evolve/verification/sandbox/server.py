@@ -30,6 +30,7 @@ import time
 
 try:  # as a package module; in the server source these are already defined
     from evolve.verification.sandbox.harness import _on_alarm, run_harness
+    from evolve.verification.sandbox.jobenv import _TASKS_MAX, _limit_tasks, _reset_pipes, _sysctl_dir
 except ImportError:
     pass
 
@@ -56,6 +57,8 @@ class _Kernel:
         self.syscall.restype = ctypes.c_long
         self.unshare_fn = libc.unshare
         self.unshare_fn.argtypes = [ctypes.c_int]
+        self.umount2 = libc.umount2
+        self.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
         self.nr = _SYS.get(os.uname().machine, {})
         self.hdr = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
         self.caps = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable x 2: all zero
@@ -120,7 +123,10 @@ def _isolate(cfg, k, in_ns):
     kern = cfg["_kernel"]
     if cfg["_subreaper"]:
         kern.prctl(_PR_SET_PDEATHSIG, 9, None, 0, 0)  # the job never outlives a killed server
+    if in_ns:
+        _limit_tasks(cfg)
     pay, res, out = cfg["slots"][k]
+    _reset_pipes(pay, res, out)
     null = os.open("/dev/null", os.O_RDONLY)
     # Copies above every source first, so no move can clobber another source: the slots' numbers
     # depend on how many fds the parent held (a fixed 60..63 collided once a Ray driver had ~60
@@ -166,6 +172,7 @@ def _child(k, cfg, in_ns):
     """The slot's job process. Never returns."""
     import resource
 
+    exit_ = os._exit  # bound before any job code: a candidate patching os._exit cannot run after the sentinel
     try:
         _isolate(cfg, k, in_ns)
         sys.stdout, sys.stderr = cfg["_stdout"], cfg["_stderr"]  # made once by the server, on fds 1 and 2
@@ -184,7 +191,7 @@ def _child(k, cfg, in_ns):
         except BaseException:  # noqa: BLE001
             pass
     finally:
-        os._exit(0)
+        exit_(0)
 
 
 def _ns_flags(cfg):
@@ -201,10 +208,23 @@ def _keeper(k, cfg, ns):
     creating and tearing down a pid namespace (milliseconds asleep in the kernel here) never holds up
     the server's loop. It exits with the job's status (128 + signal if killed); wait4 on it gives the
     job's CPU time too. It holds no job data and no pipe once the job is forked."""
+    import signal
+
     code = 120
+    state = {"pid": 0, "stop": False}
+
+    def stop(signum, frame):  # the server's kill: the keeper kills the job and reaps it, so its CPU
+        state["stop"] = True  # time reaches the server's wait4 (a group kill would lose it)
+        if state["pid"]:
+            try:
+                os.kill(state["pid"], signal.SIGKILL)
+            except OSError:
+                pass
+
     try:
+        signal.signal(signal.SIGUSR1, stop)
         kern = cfg["_kernel"]
-        os.setsid()  # the server kills this group: the keeper and its job
+        os.setsid()  # the server kills this group (keeper and job) only if the keeper does not answer
         if cfg["_subreaper"]:
             kern.prctl(_PR_SET_PDEATHSIG, 9, None, 0, 0)
         if ns:
@@ -214,15 +234,29 @@ def _keeper(k, cfg, ns):
                 os._exit(121)  # never run a job with less isolation than the server reported
         pid = os.fork()
         if pid == 0:
+            signal.signal(signal.SIGUSR1, signal.SIG_DFL)
             _child(k, cfg, ns)
-        os.closerange(3, 1 << 16)
+        state["pid"] = pid
+        if state["stop"]:
+            stop(0, None)
+        rep = cfg.get("rep_w") if ns else None
+        if rep is None:
+            os.closerange(3, 1 << 16)
+        else:
+            os.closerange(3, rep)
+            os.closerange(rep + 1, 1 << 16)
         while True:
             try:
-                _, st = os.waitpid(pid, 0)
+                _, st, ru = os.wait4(pid, 0)
                 break
             except InterruptedError:
                 continue
         code = os.WEXITSTATUS(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st)
+        # Straight to the parent, before this process exits: the job is gone (reaped, its namespace torn
+        # down), and two wake-ups (the keeper's exit, the server's loop) are off the parent's critical path.
+        # Without a pid namespace the server must first check the job's group (orphans): no report then.
+        if rep is not None:
+            os.write(rep, b"%d %d %r %d\n" % (k, code, ru.ru_utime + ru.ru_stime, state["stop"]))
     except BaseException:  # noqa: BLE001
         pass
     os._exit(code)
@@ -242,11 +276,22 @@ def _ns_available(cfg):
 
 
 class _Slot:
-    __slots__ = ("pid", "pidfd", "id", "deadline", "t0", "timeout", "why", "dir")
+    __slots__ = ("pid", "pidfd", "id", "deadline", "t0", "timeout", "why", "dir", "hard")
 
     def __init__(self):
         self.pid, self.pidfd, self.id, self.deadline, self.t0 = None, -1, None, None, 0.0
-        self.timeout, self.why, self.dir = False, None, None
+        self.timeout, self.why, self.dir, self.hard = False, None, None, None
+
+    def stop(self):
+        """Ask the keeper to kill the job (it reaps it: no CPU time lost); a group kill after 1 s."""
+        import signal
+
+        if self.hard is None:
+            self.hard = time.monotonic() + 1.0
+            try:
+                os.kill(self.pid, signal.SIGUSR1)
+            except OSError:
+                pass
 
 
 class _Server:
@@ -261,6 +306,7 @@ class _Server:
         kern.prctl(_PR_SET_DUMPABLE, 0, None, 0, 0)  # no same-uid /proc/<pid>/{fd,mem}, no ptrace
         cfg["_subreaper"] = kern.prctl(_PR_SET_CHILD_SUBREAPER, 1, None, 0, 0) == 0
         _preimport()
+        cfg["_sysk"] = _sysctl_dir(cfg, kern)
         cfg["tmp"] = "/tmp" if cfg.get("in_bwrap") or not os.access("/dev/shm", os.W_OK) else "/dev/shm"
         cfg["_stdout"] = open(1, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
         cfg["_stderr"] = open(2, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
@@ -285,7 +331,7 @@ class _Server:
         if pid == 0:
             _keeper(k, self.cfg, self.ns)
         s = self.slots[k]
-        s.pid, s.id, s.deadline, s.timeout, s.why = pid, None, None, False, None
+        s.pid, s.id, s.deadline, s.timeout, s.why, s.hard = pid, None, None, False, None, None
         s.pidfd = os.pidfd_open(pid)
         self.by_pidfd[s.pidfd] = k
 
@@ -295,9 +341,11 @@ class _Server:
 
         kern = self.cfg["_kernel"]
         self.send({"ready": True, "ns": self.ns, "seccomp": kern.bpf is not None, "uid": os.getuid(),
+                   "tasks_max": _TASKS_MAX if self.ns and self.cfg.get("_sysk") is not None else None,
                    "pid": os.getpid(), "slots": len(self.slots)})
         while self.open:
             deadlines = [s.deadline for s in self.slots if s.deadline is not None and not s.timeout]
+            deadlines += [s.hard for s in self.slots if s.hard is not None]
             wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
             try:
                 ready, _, _ = select.select([self.ctl_r, *self.by_pidfd], [], [], wait)
@@ -309,6 +357,9 @@ class _Server:
             for s in self.slots:
                 if s.deadline is not None and not s.timeout and now >= s.deadline:
                     s.timeout = True
+                    s.stop()
+                if s.hard is not None and now >= s.hard:
+                    s.hard = now + 3600.0  # once
                     _kill(s.pid)
             for fd in ready:
                 if fd in self.by_pidfd:
@@ -333,7 +384,14 @@ class _Server:
                 s.deadline = s.t0 + float(msg["timeout"])
             elif s.id == msg["id"] and s.why is None:
                 s.why = str(msg.get("why", "killed"))[:40]
-                _kill(s.pid)
+                s.stop()
+
+    def _done(self, k, code, sig, cpu, outlived):
+        s = self.slots[k]
+        if s.id is not None:
+            self.send({"done": k, "id": s.id, "exit": code if sig is None else None, "signal": sig, "timeout": s.timeout,
+                       "killed": s.timeout or s.why is not None, "why": s.why, "orphans": bool(outlived),
+                       "cpu_s": cpu, "wall_s": time.monotonic() - s.t0})
 
     def _reap(self, k):
         s = self.slots[k]
@@ -350,10 +408,7 @@ class _Server:
         if code == 121:
             raise SystemExit("evolve sandbox: a keeper could not make the job's namespaces")
         sig = os.WTERMSIG(st) if os.WIFSIGNALED(st) else (code - 128 if code is not None and code > 128 else None)
-        if s.id is not None:
-            self.send({"done": k, "id": s.id, "exit": code if sig is None else None, "signal": sig, "timeout": s.timeout,
-                       "why": s.why, "orphans": bool(outlived), "cpu_s": (ru.ru_utime + ru.ru_stime) if ru else None,
-                       "wall_s": time.monotonic() - s.t0})
+        self._done(k, code, sig, (ru.ru_utime + ru.ru_stime) if ru else None, outlived)
         if not self.ns:
             _remove_job_dirs(self.cfg["tmp"])
         self._spawn(k)
@@ -409,7 +464,7 @@ def _reap_orphans(slots):
 # each fork about 3x dearer when measured here; and not hashlib, decimal, fractions: each module
 # loaded here makes every fork a little dearer, and few candidates use them.
 _PREIMPORT = ("math", "re", "collections", "itertools", "functools", "heapq", "bisect", "string", "typing",
-              "marshal", "json", "json.encoder", "resource")
+              "marshal", "json", "json.encoder", "resource", "fcntl", "signal")
 
 
 def _preimport():

@@ -69,7 +69,9 @@ def bwrap_command() -> list[str]:
         cmd += ["--dev-bind", f"/dev/{dev}", f"/dev/{dev}"]
     # No /proc at all (nothing of the server or of other jobs to look at) and no writable place: /tmp
     # is an empty folder of the read-only root, so no job can leave a file for another.
-    cmd += ["--dir", "/tmp", "--remount-ro", "/", "--chdir", "/", "--"]
+    # /proc is mounted only for the server to open /proc/sys/kernel (each job's pid_max, that is its
+    # task limit) and is unmounted by the server before any job exists (jobenv.py, _sysctl_dir).
+    cmd += ["--dir", "/tmp", "--proc", "/proc", "--remount-ro", "/", "--chdir", "/", "--"]
     return cmd
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from evolve.verification.pipeline import StageConfig
-from evolve.verification.stages.base import StageContext, clip
+from typing import TYPE_CHECKING
+
+from evolve.verification.stages.base import StageContext, clip, register
 from evolve.verification.types import StageResult, TestFailure
+
+if TYPE_CHECKING:
+    from evolve.verification.pipeline import StageConfig
 
 
 class CompileStage:
@@ -24,3 +28,6 @@ class CompileStage:
             f = TestFailure("compile", kind, clip(err, 300))
             return StageResult("compile", 0.0, False, clip(err, 300), kind, [f])
         return StageResult("compile", 1.0, True, "compiled")
+
+
+register("compile", CompileStage)

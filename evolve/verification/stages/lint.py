@@ -8,10 +8,17 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from evolve.verification.pipeline import StageConfig
-from evolve.verification.stages.base import StageContext, clip
+from evolve.verification.stages.base import StageContext, clip, register
 from evolve.verification.types import StageResult, TestFailure
+
+if TYPE_CHECKING:
+    from evolve.verification.pipeline import StageConfig
+
+
+_MAX_REPORT = 4 << 20  # bytes of ruff's JSON report read; beyond, the stage fails unparsed
+_MAX_KEPT = 20  # findings kept in the result
 
 
 def _ruff() -> str | None:
@@ -34,15 +41,27 @@ class LintStage:
         cmd = [_ruff(), "check", "--no-cache", "--isolated", "--ignore-noqa", "--select", select,
                "--output-format", "json", "--stdin-filename", "candidate.py", "-"]
         try:
-            p = subprocess.run(cmd, input=ctx.program, capture_output=True, text=True, timeout=20,
+            p = subprocess.run(cmd, input=ctx.program, capture_output=True, text=True, timeout=20, errors="replace",
                                env={"NO_COLOR": "1", "PATH": os.environ.get("PATH", "/usr/bin:/bin")}, cwd="/")
-            found = json.loads(p.stdout or "[]")
-        except (OSError, subprocess.TimeoutExpired, ValueError) as e:
-            return StageResult("lint", 0.0, False, f"ruff failed: {e}", "LintError", skipped=True)
+            if len(p.stdout) > _MAX_REPORT:
+                found = None  # a flood of findings: a failure, never parsed (60,000 made an 8 MiB row)
+            else:
+                found = json.loads(p.stdout or "[]")
+                if not isinstance(found, list) or not all(isinstance(f, dict) for f in found):
+                    raise ValueError("ruff's report is not a list of findings")
+        except (OSError, subprocess.TimeoutExpired, ValueError, RecursionError) as e:
+            return StageResult("lint", 0.0, False, clip(f"ruff failed: {e}", 300), "LintError", skipped=True)
+        if found is None:
+            msg = f"ruff: over {_MAX_REPORT} bytes of findings"
+            return StageResult("lint", 0.0, False, msg, "Lint", [TestFailure("lint", "lint", msg)])
         if not found:
             return StageResult("lint", 1.0, True, "ruff: clean")
-        failures = [TestFailure("lint", f.get("code") or "lint", clip(f"{f.get('code')} {f.get('message')} "
-                                f"(line {f.get('location', {}).get('row')})", 200)) for f in found]
+        # Kept: the first _MAX_KEPT findings (a sample's row stays small); the score counts them all.
+        failures = [TestFailure("lint", str(f.get("code") or "lint")[:20], clip(f"{f.get('code')} {f.get('message')} "
+                                f"(line {(f.get('location') or {}).get('row')})", 200)) for f in found[:_MAX_KEPT]]
         score = max(0.0, 1.0 - len(found) / max_findings)
         trace = clip(f"ruff: {len(found)} finding(s): " + "; ".join(f.message for f in failures[:5]))
         return StageResult("lint", score, False, trace, "Lint", failures)
+
+
+register("lint", LintStage)

@@ -7,9 +7,13 @@ time), and CPU-noisy at the millisecond scale, so a floor of 1 ms is added to ea
 
 from __future__ import annotations
 
-from evolve.verification.pipeline import StageConfig
-from evolve.verification.stages.base import StageContext
+from typing import TYPE_CHECKING
+
+from evolve.verification.stages.base import StageContext, register
 from evolve.verification.types import StageResult, TestFailure
+
+if TYPE_CHECKING:
+    from evolve.verification.pipeline import StageConfig
 
 _FLOOR_S = 0.001
 
@@ -31,3 +35,6 @@ class PerfStage:
             return StageResult("perf", score, True, trace)
         f = TestFailure("perf", "TooSlow", trace)
         return StageResult("perf", score, False, trace + f" > {slack:g}x", "TooSlow", [f])
+
+
+register("perf", PerfStage)

@@ -2,32 +2,34 @@
 
 from __future__ import annotations
 
-from evolve.verification.pipeline import StageConfig
-from evolve.verification.reply import Outcome
+from typing import TYPE_CHECKING
+
+from evolve.verification.reply import Outcome, loaded
 from evolve.verification.rewrite import compare
-from evolve.verification.stages.base import StageContext, call_repr, clip, short
+from evolve.verification.sandbox.codec import same_types
+from evolve.verification.stages.base import StageContext, call_repr, clip, register, short
 from evolve.verification.types import StageResult, TestCase, TestFailure
 
-
-def same_types(got, expected) -> bool:
-    """Exact types all the way down: 2.0 is not 2, True is not 1, a tuple is not a list."""
-    if type(got) is not type(expected):
-        return False
-    if isinstance(got, list | tuple):
-        return len(got) == len(expected) and all(same_types(a, b) for a, b in zip(got, expected, strict=True))
-    if isinstance(got, dict):
-        return got.keys() == expected.keys() and all(same_types(v, expected[k]) for k, v in got.items())
-    return True
+if TYPE_CHECKING:
+    from evolve.verification.pipeline import StageConfig
 
 
-def judge(test: TestCase, got, strict: bool) -> str | None:
+_NO_GOLD = object()
+
+
+def judge(test: TestCase, got, strict: bool, gold=_NO_GOLD) -> str | None:
     """None when the result passes, else the error class ("WrongAnswer" or "TypeMismatch").
 
+    Strict types hold on every path: a plain ``==`` test needs the expected value's exact types; a
+    test through a transform (``sorted(candidate(x)) == [...]``) needs the canonical solution's
+    result types on the same call (``gold``), since the transform hides them.
     Values are plain, but a plain value can still break a comparison (``10**400`` against a float
     tolerance overflows, a 64-deep nesting recurses): any such error is a wrong answer, never a crash.
     """
     try:
-        if test.compare == "eq" and strict and not same_types(got, test.expected):
+        if strict and test.compare == "eq" and not same_types(got, test.expected):
+            return "TypeMismatch"
+        if strict and gold is not _NO_GOLD and not same_types(got, gold):
             return "TypeMismatch"
         return None if compare(test.compare, got, test.expected, test.tol) else "WrongAnswer"
     except Exception:  # noqa: BLE001 - OverflowError, RecursionError, TypeError, MemoryError...
@@ -67,7 +69,7 @@ class TestStage:
         first_idx = 0
         for i, test in enumerate(tests):
             out = reply.results[offset + i] if offset + i < len(reply.results) else Outcome("missing")
-            f = self._failure(out, test, entry, ctx)
+            f = self._failure(loaded(out), test, entry, ctx, ctx.gold.get(offset + i, _NO_GOLD))
             if f is not None:
                 first_idx = first_idx or i + 1
                 failures.append(f)
@@ -81,21 +83,23 @@ class TestStage:
         trace = clip(f"{head}; {n - bad}/{n} passed" + (f"; stdout: {short(reply.stdout, 120)}" if reply.stdout else ""))
         return StageResult(self.name, score, False, trace, first.error_type, failures)
 
-    def _failure(self, out: Outcome, test: TestCase, entry: str, ctx: StageContext) -> TestFailure | None:
+    def _failure(self, out: Outcome, test: TestCase, entry: str, ctx: StageContext, gold) -> TestFailure | None:
         reply = ctx.reply
-        if out.status == "ok" and reply.load_error is None and judge(test, out.value, ctx.pipeline.strict_types) is None:
+        strict = ctx.pipeline.strict_types
+        if out.status == "ok" and reply.load_error is None and judge(test, out.value, strict, gold) is None:
             return None  # the common case: no repr of the call needed
         call = call_repr(entry, test.inputs)
         if reply.load_error is not None:
             name, msg, line = reply.load_error
             return TestFailure(self.name, name, f"{name}: {clip(str(msg), 200)} while loading (line {line})", call)
         if out.status == "ok":
-            kind = judge(test, out.value, ctx.pipeline.strict_types)
+            kind = judge(test, out.value, strict, gold)
             if kind is None:
                 return None
             got = short(out.value)
             if kind == "TypeMismatch":
-                got += f" ({type(out.value).__name__}, expected {type(test.expected).__name__})"
+                want = type(test.expected if gold is _NO_GOLD else gold).__name__
+                got += f" ({type(out.value).__name__}, expected {want})"
             return TestFailure(self.name, kind, f"{call} expected {_expect_text(test)}, got {got}", call,
                                _expect_text(test), got)
         if out.status == "big":
@@ -130,3 +134,7 @@ class TestStage:
             name = "WrongAnswer"
         trace = clip(f"hidden check failed: {text}")
         return StageResult(self.name, 0.0, False, trace, name, [TestFailure(self.name, name, text)])
+
+
+register("visible", lambda: TestStage("visible"))
+register("hidden", lambda: TestStage("hidden"))

@@ -1,0 +1,62 @@
+"""A job's own environment, set up by the job before its payload: its slot's pipes reset, its pid
+namespace's task limit. Standard library only: concatenated into the fork-server's source after
+harness.py (see client.server_source), never imported by the sandboxed side from the package.
+"""
+
+import os
+
+_TASKS_MAX = 301  # the job's pid namespace's pid_max: at most ~300 tasks (threads) per job; the kernel's floor
+
+
+def _limit_tasks(cfg):
+    """Cap the tasks (threads) of this job's own pid namespace: pid_max is per pid namespace since
+    Linux 6.14, and a write through the server's /proc/sys/kernel folder reaches the writer's own
+    namespace. Only as pid 1 of a fresh namespace (never the server's or the host's)."""
+    dfd = cfg.get("_sysk")
+    if dfd is None or os.getpid() != 1:
+        return
+    fd = os.open("pid_max", os.O_WRONLY, dir_fd=dfd)
+    try:
+        os.write(fd, b"%d" % _TASKS_MAX)
+    finally:
+        os.close(fd)
+
+
+def _reset_pipes(pay, res, out):
+    """The slot's pipes are shared with every earlier job of the slot (same open file descriptions):
+    undo whatever one of them changed. Status flags (O_NONBLOCK, O_APPEND, O_ASYNC, O_DIRECT) back
+    to none, capacities back to what the parent made (a job may grow or shrink its pipes)."""
+    import fcntl
+
+    for fd, size in ((pay, 1 << 20), (res, 1 << 16), (out, 1 << 16)):
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETFL, 0)
+            if fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) != size:
+                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
+        except OSError:
+            pass
+
+
+def _per_ns_pid_max():
+    """pid_max is per pid namespace from Linux 6.14 on; before, a write would change the host's."""
+    try:
+        major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (6, 14)
+
+
+def _sysctl_dir(cfg, kern):
+    """An fd on /proc/sys/kernel for the jobs' pid_max, or None. Under bubblewrap the view's /proc
+    exists only for this: the folder is opened, then /proc is unmounted, so no job sees a /proc."""
+    dfd = None
+    if cfg.get("ns") and _per_ns_pid_max():
+        try:
+            dfd = os.open("/proc/sys/kernel", os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            dfd = None
+    if cfg.get("in_bwrap") and os.path.isdir("/proc/self") and kern.umount2(b"/proc", 2) != 0:
+        raise kern.err("umount /proc")  # MNT_DETACH, on every kernel: never leave the view's /proc in place
+    return dfd
+
+
