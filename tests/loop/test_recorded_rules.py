@@ -125,9 +125,10 @@ def test_a_run_recorded_in_the_flat_format_replays_resumes_or_is_refused(tiny_mo
     _swap_loop_config(db, "r", LEGACY[name]["loop"])
     replay = _cli(db, "replay", "r:1")
     assert replay.returncode == 0 and "replay of r:1: identical" in replay.stdout, replay.stdout + replay.stderr
-    resumed = _cli(db, "resume", "r", "--generations", "1")
-    assert resumed.returncode == 0, resumed.stderr
-    assert "gen   2" in resumed.stdout + resumed.stderr
+    if name == "legacy-ingroup":  # resume reads the record the way replay does (from_recorded): once is enough
+        resumed = _cli(db, "resume", "r", "--generations", "1")
+        assert resumed.returncode == 0, resumed.stderr
+        assert "gen   2" in resumed.stdout + resumed.stderr
     # The same record under a rule this version deleted: both commands refuse, in one line naming the
     # version that recorded it.
     _swap_loop_config(db, "r", {**LEGACY[name]["loop"], "gate_rule": "strict", "promote_test": "betting"})
@@ -136,7 +137,7 @@ def test_a_run_recorded_in_the_flat_format_replays_resumes_or_is_refused(tiny_mo
     con.commit()
     con.close()
     key = "gate_rule = 'strict'" if name == "legacy-gate" else "promote_test = 'betting'"
-    for args in (("resume", "r", "--generations", "1"), ("replay", "r:1")):
+    for args in (("resume", "r", "--generations", "1"), ("replay", "r:1"))[name == "legacy-gate":]:
         proc = _cli(db, *args)
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
         assert proc.returncode == 2, proc.stdout + proc.stderr
