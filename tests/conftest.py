@@ -47,3 +47,17 @@ def smollm2_spec():
     spec = PolicySpec.from_toml(REPO / "policies" / "smollm2-135m-instruct.toml")
     resolve_model_path(spec)  # builds the cache outside any test's timing
     return spec
+
+
+# Parallel runs (pytest-xdist, `-n 2 --dist loadgroup` in pyproject's addopts): a worker takes whole
+# groups, so a module- or session-scoped fixture is built once. Directories whose session fixtures are
+# expensive (a real lineage and UI server, a local Ray cluster, the verification sandboxes) are one
+# group each; every other test file is its own group.
+_WHOLE_DIRECTORY = {"ui", "cluster", "verification"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        rel = Path(str(item.fspath)).resolve().relative_to(REPO / "tests")
+        group = rel.parts[0] if rel.parts[0] in _WHOLE_DIRECTORY else str(rel)
+        item.add_marker(pytest.mark.xdist_group(group))
