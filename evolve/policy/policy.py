@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from evolve.errors import EvolveError
-from evolve.policy.backends.base import BACKENDS, NEEDS_VLLM, VLLM_MISSING, WEIGHTLESS, require_vllm
+from evolve.policy.backends.base import VLLM_MISSING, require_vllm
+from evolve.policy.backends.registry import BACKENDS, NEEDS_VLLM, WEIGHTLESS
 from evolve.policy.sample import Sample
 from evolve.policy.spec import PolicySpec
 from evolve.policy.stats import UpdateStats

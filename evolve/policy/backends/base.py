@@ -1,10 +1,7 @@
-"""The generation-backend extension point: the Protocol and its name -> factory registry.
+"""The generation-backend extension point: the Protocol (its registry: ``backends/registry.py``).
 
-``BACKENDS[name](spec, model, tokenizer, base_path)`` builds a backend. ``litellm`` has no local
-weights (``model``, ``tokenizer`` and ``base_path`` are None; ``WEIGHTLESS`` names such backends,
-so ``load_policy`` builds them before, and instead of, loading a model). The backend modules are
-imported inside their factories: vllm and litellm are optional and slow to import, and no module
-under ``backends/`` imports ``evolve.policy.policy`` (no import cycle).
+The backend modules import this one and never ``evolve.policy.policy`` or the registry, so
+``evolve.policy`` has no import cycle (tests/policy/test_import_graph.py).
 """
 
 from __future__ import annotations
@@ -13,7 +10,6 @@ from typing import Protocol
 
 from evolve.errors import EvolveError
 from evolve.policy.sample import Sample
-from evolve.policy.spec import PolicySpec
 
 VLLM_MISSING = "vllm backend needs the gpu extra: pip install -c constraints/gpu.txt -e '.[gpu]'"
 
@@ -38,32 +34,3 @@ def require_vllm() -> None:
 
     if importlib.util.find_spec("vllm") is None:
         raise EvolveError(VLLM_MISSING)
-
-
-def _hf(spec: PolicySpec, model, tokenizer, base: str | None) -> GenerationBackend:
-    from evolve.policy.backends.hf import HFBackend
-
-    return HFBackend(model, tokenizer, spec.sampling)
-
-
-def _vllm(spec: PolicySpec, model, tokenizer, base: str | None) -> GenerationBackend:
-    from evolve.policy.backends.vllm_backend import VllmBackend
-
-    return VllmBackend(base, tokenizer, spec, model)
-
-
-def _vllm_server(spec: PolicySpec, model, tokenizer, base: str | None) -> GenerationBackend:
-    from evolve.policy.backends.vllm_server import VllmServerBackend
-
-    return VllmServerBackend(tokenizer, spec, model)
-
-
-def _litellm(spec: PolicySpec, model, tokenizer, base: str | None) -> GenerationBackend:
-    from evolve.policy.backends.litellm_backend import LitellmBackend
-
-    return LitellmBackend(spec.litellm, spec.sampling)
-
-
-BACKENDS = {"hf": _hf, "vllm": _vllm, "vllm-server": _vllm_server, "litellm": _litellm}
-WEIGHTLESS = frozenset({"litellm"})  # backends that sample from no local weights (frozen: prompt evolution only)
-NEEDS_VLLM = frozenset({"vllm", "vllm-server"})
