@@ -166,8 +166,12 @@ def _dequantise(gguf: Path, dest: Path) -> None:
     config = model.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
-    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    plain.load_state_dict(model.state_dict(), strict=True)
+    # Built on the meta device and given the loaded tensors themselves (assign=True): one copy of the
+    # weights in memory, not two (the 1.5B is 6 GB in float32).
+    with torch.device("meta"):
+        plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    plain.load_state_dict(model.state_dict(), strict=True, assign=True)
+    plain.tie_weights()
     plain.generation_config = model.generation_config
     dest.mkdir(parents=True)
     plain.save_pretrained(str(dest), safe_serialization=True)
