@@ -63,10 +63,13 @@ def test_the_dequantised_folder_is_cached_under_the_stated_sha(spec):
     assert Path(resolve_model_path(spec)) == folder and (folder / GGUF_META).stat().st_mtime_ns == stamp
 
 
-# bf16 against float32, one GRPO backward on 4 rows (canonical HumanEval solutions as completions):
-# measured here loss rel. diff 0.0036, LoRA-grad cosine 0.9996, grad-norm rel. diff 0.003 (bf16 keeps
-# about 3 significant digits; the LoRA weights and the optimizer stay float32 under peft).
-LOSS_RTOL, GRAD_COS_MIN, GRAD_NORM_RTOL = 0.03, 0.99, 0.05
+# bf16 against float32, one GRPO backward on 4 rows (short answers to 2 HumanEval prompts), with the
+# same LoRA weights (copied from the float32 model: the adapter's random init is not dtype-independent).
+# The GRPO loss is 0 at ratio 1 with +-1 advantages, so the scalar compared is the batch's mean
+# completion log-prob (what the ratio is made of). Measured here: see the printed line in
+# .ci/real_model_smoke.sh's log; the tolerances leave room over it (bf16 keeps about 3 significant
+# digits; the LoRA weights and AdamW stay float32 under peft).
+LOGP_RTOL, GRAD_COS_MIN, GRAD_NORM_RTOL = 0.02, 0.98, 0.05
 
 
 def _groups(tokenizer):
@@ -89,32 +92,44 @@ def _groups(tokenizer):
     return groups
 
 
-def _loss_and_grad(spec, dtype: str):
+def _logp_and_grad(spec, dtype: str, lora_state: dict | None):
     import torch
 
     from evolve.policy import PolicySpec, load_policy
+    from evolve.policy.updater import completion_logprobs
 
     policy = load_policy(PolicySpec.from_dict({**spec.model_dump(), "dtype": dtype, "device": "cpu"}))
-    assert str(next(policy.model.parameters()).dtype) == f"torch.{dtype}" or dtype == "float32"
+    model = policy.model
+    assert next(p for n, p in model.named_parameters() if "lora_" not in n).dtype == getattr(torch, dtype)
+    lora = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    if lora_state is None:
+        lora_state = {n: p.detach().clone() for n, p in lora.items()}
+    with torch.no_grad():
+        for n, p in lora.items():
+            p.copy_(lora_state[n])
     prep = policy.updater.prepare(_groups(policy.tokenizer))
-    loss = policy.updater.backward_pass(prep)["loss"]
-    grad = torch.cat([p.grad.float().reshape(-1) for n, p in sorted(policy.model.named_parameters())
-                      if p.requires_grad and p.grad is not None])
-    return loss, grad
+    policy.updater.backward_pass(prep)
+    grad = torch.cat([lora[n].grad.float().reshape(-1) for n in sorted(lora) if lora[n].grad is not None])
+    prompt, pmask, comp, cmask = prep.tensors[0]
+    with torch.no_grad():
+        logp = completion_logprobs(model, prompt, pmask, comp, cmask, spec.sampling.temperature).float()
+    mean_logp = float((logp * cmask).sum() / cmask.sum())
+    del policy, model
+    return mean_logp, grad, lora_state
 
 
 def test_bf16_training_matches_float32_within_tolerance(spec):
     import torch
 
-    loss32, g32 = _loss_and_grad(spec, "float32")
-    loss16, g16 = _loss_and_grad(spec, "bfloat16")
+    logp32, g32, state = _logp_and_grad(spec, "float32", None)
+    logp16, g16, _ = _logp_and_grad(spec, "bfloat16", state)
     assert g32.norm() > 0 and g32.shape == g16.shape
     cos = float(torch.nn.functional.cosine_similarity(g32, g16, dim=0))
     norm_rel = abs(float(g16.norm() / g32.norm()) - 1)
-    loss_rel = abs(loss16 - loss32) / max(abs(loss32), 1e-8)
-    print(f"bf16 vs float32: loss {loss16:.6f} vs {loss32:.6f} (rel {loss_rel:.4f}), grad cosine {cos:.5f}, "
-          f"norm rel {norm_rel:.4f}")
-    assert loss_rel < LOSS_RTOL and cos > GRAD_COS_MIN and norm_rel < GRAD_NORM_RTOL
+    logp_rel = abs(logp16 - logp32) / abs(logp32)
+    print(f"bf16 vs float32: mean completion log-prob {logp16:.5f} vs {logp32:.5f} (rel {logp_rel:.4f}), "
+          f"LoRA grad cosine {cos:.5f}, grad norm rel {norm_rel:.4f}")
+    assert logp_rel < LOGP_RTOL and cos > GRAD_COS_MIN and norm_rel < GRAD_NORM_RTOL
 
 
 CONFIG = """[loop]
