@@ -56,7 +56,7 @@ class SampledLogprobs(LogitsProcessor):
 
     transformers runs custom processors after the model's own pre-warper processors and before the
     temperature/top-p warpers, so ``scores`` are the raw logits whenever the generation config adds
-    no pre-warper processor (``HFBackend`` checks that): the same numbers ``output_logits`` gave.
+    no pre-warper processor (``HFBackend`` switches those off): the numbers ``output_logits`` gave.
     Returns ``scores`` untouched, so sampling is unchanged.
     """
 
