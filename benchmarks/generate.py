@@ -187,18 +187,19 @@ def main() -> None:
     base = setting(args, msgs[:max(1, 8 // args.g)], old=True, dtype="float32", chunk=8, threads=1)
     ours = setting(args, msgs, old=False, keep=args.update)
     sweep = []
-    if args.sweep:
-        for dtype, chunk, threads in [("bfloat16", 8, 2), ("bfloat16", 32, 1)]:
-            r = setting(args, msgs, old=False, dtype=dtype, chunk=chunk, threads=threads)
-            sweep.append({k: v for k, v in r.items() if k not in ("groups", "policy")})
     figures = {"gen_baseline_tokens_per_s": round(base["tokens_per_s"], 2),
                "gen_ours_tokens_per_s": round(ours["tokens_per_s"], 2),
                "gen_ratio_vs_baseline": round(ours["tokens_per_s"] / base["tokens_per_s"], 2)}
-    for r in sweep:
-        figures[f"gen_{r['dtype']}_b{r['chunk']}_t{r['threads']}_tokens_per_s"] = round(r["tokens_per_s"], 2)
     results = {"baseline": {k: v for k, v in base.items() if k not in ("groups", "policy")},
                "ours": {k: v for k, v in ours.items() if k not in ("groups", "policy")}, "sweep": sweep,
-               "spec": str(SPEC.relative_to(REPO))}
+               "spec": str(SPEC.relative_to(REPO)), "partial": True}
+    write_results("generate", args=vars(args), results=results, figures=figures)  # kept if a later part dies
+    if args.sweep:
+        for dtype, chunk, threads in [("bfloat16", 8, 2), ("bfloat16", 32, 1), ("float32", 32, 2)]:
+            r = setting(args, msgs, old=False, dtype=dtype, chunk=chunk, threads=threads)
+            sweep.append({k: v for k, v in r.items() if k not in ("groups", "policy")})
+            figures[f"gen_{r['dtype']}_b{r['chunk']}_t{r['threads']}_tokens_per_s"] = round(r["tokens_per_s"], 2)
+            write_results("generate", args=vars(args), results=results, figures=figures)
     if args.update:
         # The first 2 groups (8 rows): TRL's compute_loss takes the whole batch in one forward, and
         # 32 rows x ~180 tokens x 151,936 float32 logits would be 3.5 GB before its log-softmax.
@@ -215,6 +216,7 @@ def main() -> None:
             "update_share_of_bf16_peak": round(up["model_flops"] / up["ours_update_s"]
                                                / up["bf16_matmul_peak_flops"], 3),
         })
+    results["partial"] = False
     write_results("generate", args=vars(args), results=results, figures=figures)
     print_figures(figures)
 

@@ -63,7 +63,8 @@ def test_the_dequantised_folder_is_cached_under_the_stated_sha(spec):
     assert Path(resolve_model_path(spec)) == folder and (folder / GGUF_META).stat().st_mtime_ns == stamp
 
 
-# bf16 against float32, one GRPO backward on 4 rows (short answers to 2 HumanEval prompts), with the
+# bf16 against float32, one GRPO backward on 4 rows (2 HumanEval prompts: the canonical solution, reward 1,
+# and a refusal, reward 0), with the
 # same LoRA weights (copied from the float32 model: the adapter's random init is not dtype-independent).
 # The GRPO loss is 0 at ratio 1 with +-1 advantages, so the scalar compared is the batch's mean
 # completion log-prob (what the ratio is made of). Measured here: see the printed line in
@@ -84,7 +85,9 @@ def _groups(tokenizer):
     groups = []
     for gi, task in enumerate(tasks):
         text, ids = encode_prompt(tokenizer, render_messages(comp, task))
-        answers = ["```python\n" + task.prompt + "    return None\n```", "```python\n" + task.prompt + "    pass\n```"]
+        # Two unlike answers: near-identical ones (the prompt copied, a different last line) make the
+        # GRPO gradient a difference of two almost equal sums, which no precision reproduces.
+        answers = ["```python\n" + task.prompt + task.canonical_solution + "```", "I cannot solve this task."]
         groups.append([Rollout(task_id=task.task_id, group=gi, sample_index=i, prompt_version="p", weights_version="w",
                                messages=[], prompt_text=text, completion=a, reward=float(i == 0), prompt_ids=list(ids),
                                completion_ids=tokenizer(a, add_special_tokens=False)["input_ids"][:96], logprobs=[])
