@@ -67,10 +67,11 @@ def test_the_dequantised_folder_is_cached_under_the_stated_sha(spec):
 # and a refusal, reward 0), with the
 # same LoRA weights (copied from the float32 model: the adapter's random init is not dtype-independent).
 # The GRPO loss is 0 at ratio 1 with +-1 advantages, so the scalar compared is the batch's mean
-# completion log-prob (what the ratio is made of). Measured here: see the printed line in
-# .ci/real_model_smoke.sh's log; the tolerances leave room over it (bf16 keeps about 3 significant
-# digits; the LoRA weights and AdamW stay float32 under peft).
-LOGP_RTOL, GRAD_COS_MIN, GRAD_NORM_RTOL = 0.02, 0.98, 0.05
+# completion log-prob (what the ratio is made of). Measured here (2026-12-01, this machine: avx512_bf16,
+# no AMX): mean log-prob rel. diff 0.0011, LoRA-grad cosine 0.99919, grad-norm rel. diff 0.0033. The
+# tolerances leave about 10x room (bf16 keeps about 3 significant digits; the LoRA weights and AdamW
+# stay float32 under peft).
+LOGP_RTOL, GRAD_COS_MIN, GRAD_NORM_RTOL = 0.01, 0.99, 0.03
 
 
 def _groups(tokenizer):
