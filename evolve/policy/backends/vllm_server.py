@@ -32,7 +32,7 @@ class VllmServerBackend:
         try:
             from trl.generation.vllm_client import VLLMClient
         except ImportError:
-            from evolve.policy.policy import VLLM_MISSING
+            from evolve.policy.backends.base import VLLM_MISSING
 
             raise EvolveError(VLLM_MISSING) from None
         v = spec.vllm
