@@ -7,8 +7,8 @@ import pytest
 from evolve.errors import ConfigError
 from evolve.gym.chat import humaneval_split
 from evolve.loop.config import LoopConfig
-from evolve.loop.selection.configs import GateSelection
 from evolve.loop.runner import load_suite, suite_record
+from evolve.loop.selection.configs import GateSelection
 
 
 def test_humaneval_chat_split_is_recorded_and_used():
