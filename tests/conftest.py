@@ -49,15 +49,21 @@ def smollm2_spec():
     return spec
 
 
-# Parallel runs (pytest-xdist, `-n 2 --dist loadgroup` in pyproject's addopts): a worker takes whole
-# groups, so a module- or session-scoped fixture is built once. Directories whose session fixtures are
-# expensive (a real lineage and UI server, a local Ray cluster, the verification sandboxes) are one
-# group each; every other test file is its own group.
+# Parallel runs (pytest-xdist, `-n 2` in pyproject's addopts): a worker takes whole scopes, so a
+# module- or session-scoped fixture is built once. Directories whose session fixtures are expensive
+# (a real lineage and UI server, a local Ray cluster, the verification sandboxes) are one scope each;
+# every other test file is its own scope. (xdist's own `--dist loadgroup` does not group under pytest 9
+# here: its node-id suffix is not applied, so the scheduler is given the scopes directly.)
 _WHOLE_DIRECTORY = {"ui", "cluster", "verification"}
 
 
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        rel = Path(str(item.fspath)).resolve().relative_to(REPO / "tests")
-        group = rel.parts[0] if rel.parts[0] in _WHOLE_DIRECTORY else str(rel)
-        item.add_marker(pytest.mark.xdist_group(group))
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class DirectoryOrFileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            parts = path.split("/")
+            return "/".join(parts[:2]) if len(parts) > 2 and parts[1] in _WHOLE_DIRECTORY else path
+
+    return DirectoryOrFileScheduling(config, log)

@@ -14,10 +14,6 @@ import os
 import select
 import time
 from collections import deque
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from evolve.verification.sandbox.client import ForkServer, _Proc
 
 _KEEP_OUT = 2048  # bytes of a job's stdout/stderr kept for its trace
 
@@ -34,7 +30,7 @@ class _Job:
 class _Batch:
     """One batch through one server: dispatch to free slots, stream payloads, collect, enforce caps."""
 
-    def __init__(self, owner: ForkServer, proc: _Proc, jobs: list[dict], keep):  # noqa: D107
+    def __init__(self, owner, proc, jobs: list[dict], keep):  # owner: client.ForkServer, proc: its _Proc
         self.owner, self.proc, self.jobs, self.cfg, self.keep = owner, proc, jobs, owner.config, keep
         self.replies: list = [None] * len(jobs)
         self.pending = deque(range(len(jobs)))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 from evolve.verification.types import StageResult, Task, TestCase
 
 if TYPE_CHECKING:
-    from evolve.verification.pipeline import Pipeline, StageConfig
+    from evolve.verification.pipeline_types import Pipeline, StageConfig
     from evolve.verification.reply import Reply
 
 MAX_REPR = 200  # per input / expected / got in a trace

@@ -8,7 +8,7 @@ from evolve.verification.stages.base import StageContext, clip, register
 from evolve.verification.types import StageResult, TestFailure
 
 if TYPE_CHECKING:
-    from evolve.verification.pipeline import StageConfig
+    from evolve.verification.pipeline_types import StageConfig
 
 
 class CompileStage:

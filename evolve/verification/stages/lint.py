@@ -14,7 +14,7 @@ from evolve.verification.stages.base import StageContext, clip, register
 from evolve.verification.types import StageResult, TestFailure
 
 if TYPE_CHECKING:
-    from evolve.verification.pipeline import StageConfig
+    from evolve.verification.pipeline_types import StageConfig
 
 
 _MAX_REPORT = 4 << 20  # bytes of ruff's JSON report read; beyond, the stage fails unparsed

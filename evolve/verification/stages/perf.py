@@ -13,7 +13,7 @@ from evolve.verification.stages.base import StageContext, register
 from evolve.verification.types import StageResult, TestFailure
 
 if TYPE_CHECKING:
-    from evolve.verification.pipeline import StageConfig
+    from evolve.verification.pipeline_types import StageConfig
 
 _FLOOR_S = 0.001
 

@@ -11,7 +11,7 @@ from evolve.verification.stages.base import StageContext, call_repr, clip, regis
 from evolve.verification.types import StageResult, TestCase, TestFailure
 
 if TYPE_CHECKING:
-    from evolve.verification.pipeline import StageConfig
+    from evolve.verification.pipeline_types import StageConfig
 
 
 _NO_GOLD = object()
