@@ -11,5 +11,6 @@ export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
 start=$(date +%s)
 bash scripts/setup.sh --qwen-policy
 echo "ci: real-model setup took $(( $(date +%s) - start ))s"
-.venv/bin/python -m pytest -q -rs -p no:cacheprovider -m real_model tests/policy/test_real_qwen.py
+# one process: each test loads the 0.5B (about 10 GB at peak), two at once would not fit in 24 GB
+.venv/bin/python -m pytest -q -rs -n 0 -p no:cacheprovider -m real_model tests/policy/test_real_qwen.py
 echo "ci: real-model smoke total $(( $(date +%s) - start ))s"
