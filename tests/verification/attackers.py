@@ -12,6 +12,20 @@ BAD = "def add(a, b):\n    return a - b\n"
 MARK = "SIBLING_SECRET_"  # in siblings' sources; attackers build it at run time, never as a literal
 
 
+def hold_controls(seq, results):
+    """GOOD passes and BAD fails as a wrong answer wherever they stand in ``seq``; returns the results
+    of everything else (the attackers)."""
+    others = []
+    for src, r in zip(seq, results, strict=True):
+        if src == GOOD:
+            assert r.passed, r.trace
+        elif src == BAD:
+            assert not r.passed and r.error_class == "WrongAnswer", r.trace
+        else:
+            others.append(r)
+    return others
+
+
 def good_with_secret(n: int) -> str:
     return f"SECRET = '{MARK}{n}'\ndef add(a, b):\n    return a + b\n"
 

@@ -18,17 +18,7 @@ from evolve.verification.reply import Reply, loaded, safe_parse_reply
 from evolve.verification.stages.base import StageContext
 from evolve.verification.stages.perf import PerfStage
 
-
-def _hold(seq, rs):
-    others = []
-    for src, r in zip(seq, rs, strict=True):
-        if src == A.GOOD:
-            assert r.passed, r.trace
-        elif src == A.BAD:
-            assert not r.passed and r.error_class == "WrongAnswer", r.trace
-        else:
-            others.append(r)
-    return others
+_hold = A.hold_controls
 
 
 # -- 3 ---------------------------------------------------------------------------------------------

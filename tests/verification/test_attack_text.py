@@ -25,17 +25,7 @@ from evolve.verification.tasks import assemble_program, strip_fences
 EVOLVE = str(Path(sys.executable).with_name("evolve"))
 
 
-def _hold(seq, rs):
-    """GOOD passes, BAD fails as a wrong answer; returns the other results."""
-    others = []
-    for src, r in zip(seq, rs, strict=True):
-        if src == A.GOOD:
-            assert r.passed, r.trace
-        elif src == A.BAD:
-            assert not r.passed and r.error_class == "WrongAnswer", r.trace
-        else:
-            others.append(r)
-    return others
+_hold = A.hold_controls
 
 
 def _sandwich(attacks):
