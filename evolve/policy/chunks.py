@@ -17,12 +17,13 @@ GGUF itself is deleted after dequantisation (the parts can rebuild it).
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
 import importlib.metadata as md
 import re
 import sys
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from evolve.errors import ConfigError, EvolveError
 
@@ -79,17 +80,23 @@ def _part(src: ChunkSource, name: str) -> Part:
     if dist.version != src.version:
         raise ConfigError(f"model part {name} is version {dist.version}, the spec pins {src.version}: "
                           f"{src.install_command}")
-    bins = [f for f in dist.files or () if len(f.parts) >= 2 and f.parts[-2] == "data" and f.name.endswith(".bin")]
+    # RECORD read as text: ``Distribution.files`` silently drops files that are missing on disk in some
+    # implementations (importlib_metadata >= 6.6, which installs its finder when a library imports it),
+    # and a deleted part must be reported as missing, not as absent from its RECORD.
+    rows = [r for r in csv.reader((dist.read_text("RECORD") or "").splitlines()) if r]
+    bins = [r for r in rows if len(PurePosixPath(r[0]).parts) >= 2 and PurePosixPath(r[0]).parts[-2] == "data"
+            and r[0].endswith(".bin")]
     if len(bins) != 1:
         raise ConfigError(f"model part {name}: expected one data/*.bin file in its RECORD, found {len(bins)}")
-    f = bins[0]
-    if f.hash is None or f.hash.mode != "sha256" or f.size is None:
-        raise ConfigError(f"model part {name}: its RECORD states no sha256 and size for {f}")
-    path = Path(str(f.locate()))
+    rel, digest, size = (bins[0] + ["", ""])[:3]
+    mode, _, value = digest.partition("=")
+    if mode != "sha256" or not value or not size.isdigit():
+        raise ConfigError(f"model part {name}: its RECORD states no sha256 and size for {rel}")
+    path = Path(str(dist.locate_file(rel)))
     if not path.is_file():
         raise ConfigError(f"model part {name}: {path} is missing (reinstall: {src.install_command} "
                           "--force-reinstall)")
-    return Part(name, path, f.hash.value, int(f.size))
+    return Part(name, path, value, int(size))
 
 
 def record_b64(digest: bytes) -> str:

@@ -13,6 +13,7 @@ import json
 import sys
 import uuid
 
+import importlib_metadata  # noqa: F401 - its finder drops missing files from Distribution.files (see chunks._part)
 import pytest
 
 from evolve.errors import ConfigError, EvolveError
