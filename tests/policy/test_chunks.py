@@ -8,7 +8,6 @@ on the real Qwen2.5-Coder-0.5B parts is in ``test_real_qwen.py`` (marker ``real_
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 
 import importlib_metadata  # noqa: F401 - its finder drops missing files from Distribution.files (see chunks._part)
@@ -49,9 +48,6 @@ def _install(root, skip=(), overrides=None):
     for n, data in enumerate(PAYLOAD, start=1):
         if n not in skip:
             _write_dist(root, n, data, **(overrides or {}).get(n, {}))
-    # importlib.metadata caches directory listings per sys.path entry (FastPath, by mtime); a listing
-    # cached before these files existed (the mtime's granularity is coarse) would hide them
-    importlib.invalidate_caches()
 
 
 def test_parse_expands_the_part_range_in_order():
