@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from evolve.util.text import terminal_safe
+from evolve.util.text import one_line
 
 _PREFERRED = ("heldout.pass@1", "train_reward", "zero_variance_fraction", "pass@1", "pass", "reward",
               "accuracy", "score")
@@ -81,8 +81,8 @@ def _label(g: dict, metric_keys: list[str], parent: dict | None) -> str:
         parts.append(f"<- branch point ({len(g['children'])} children)")
     if g["error"]:
         phase = ((g.get("metrics") or {}).get("failed") or {}).get("phase")
-        first = (g["error"].splitlines() or [""])[0]
-        parts.append(f"error{f' in {phase}' if phase else ''}: {terminal_safe(first)[:80]}")
+        first = (g["error"].splitlines() or [""])[0]  # one line, escaped: error text can hold model text
+        parts.append(f"error{f' in {one_line(phase, 40)}' if phase else ''}: {one_line(first, 80)}")
     return "  ".join(parts)
 
 

@@ -6,7 +6,7 @@ from evolve.errors import LineageError
 from evolve.lineage import queries
 from evolve.lineage.diff import describe
 from evolve.lineage.render import flat_metrics, fmt, short
-from evolve.util.text import terminal_safe
+from evolve.util.text import one_line, terminal_safe
 
 
 def resolve_and_describe(store, ref: str) -> tuple[str, dict]:
@@ -152,7 +152,10 @@ def print_human(console, kind: str, info: dict) -> None:
             console.print(t)
         if info["error"]:
             phase = (info["metrics"].get("failed") or {}).get("phase")
-            console.print(f"error{f' in {phase}' if phase else ''}: {terminal_safe(info['error'])}", markup=False)
+            # One line per field: an error can carry model text, which must not forge a line of output.
+            # soft_wrap: never broken at the console's width, so no part of it starts a line of its own.
+            console.print(f"error{f' in {one_line(phase, 40)}' if phase else ''}: {one_line(info['error'], 2000)}",
+                          markup=False, soft_wrap=True)
     elif kind == "prompt_version":
         console.print(f"[bold]prompt version {info['id']}[/] ({info['proposed_by']})")
         console.print(f"parents: {', '.join(short(p, 12) for p in info['parents']) or '-'}")
@@ -164,8 +167,9 @@ def print_human(console, kind: str, info: dict) -> None:
         for c in info["lm_calls"]:
             console.print(f"lm call {c['id']} ({c['role']}, {c['model']}, {c['latency_s']:.2f}s, "
                           f"tokens {c['tokens']})", markup=False)
-            console.print(f"  request:  {c['request_summary']}", markup=False)
-            console.print(f"  response: {c['response_summary'] or c['error']}", markup=False)
+            console.print(f"  request:  {one_line(c['request_summary'] or '', 2000)}", markup=False, soft_wrap=True)
+            console.print(f"  response: {one_line(c['response_summary'] or c['error'] or '', 2000)}", markup=False,
+                          soft_wrap=True)
     else:
         console.print(f"[bold]weights version {info['id']}[/] ({info['kind']} of {info['base_model']})")
         for key in ("parent", "artifact_sha", "weights_sha256", "optimizer_artifact"):
@@ -181,9 +185,11 @@ def _kv_table(console, title: str, d: dict) -> None:
 
     if not d:
         return
-    t = Table("name", "value", title=title)
+    t = Table(title=title)
+    t.add_column("name", overflow="ellipsis", no_wrap=True)  # one row per entry: a wrapped cell could start
+    t.add_column("value", overflow="ellipsis", no_wrap=True)  # a line with model text (a failed generation's error)
     for k, v in flat_metrics(d).items():
-        t.add_row(Text(terminal_safe(str(k))), Text(terminal_safe(fmt(v))))
+        t.add_row(Text(one_line(k, 200)), Text(one_line(fmt(v), 2000)))
     console.print(t)
 
 
