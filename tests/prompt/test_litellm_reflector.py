@@ -155,3 +155,25 @@ def test_a_failed_call_replays_as_a_failed_call(fresh, tmp_path):
         again = make_reflector(cfg, replay_recorder(store, gid)).reflect(SEED, dataset(cfg), random.Random(0), 1)
     assert len(fresh.requests) == n  # nothing was sent
     assert [(d.components, d.error) for d in again] == [(d.components, d.error) for d in live]
+
+
+def test_fence_parsing_is_the_regex_s_in_linear_time():
+    """Issue #24: the reflector's fence parsing (was ``re.search(r"```(?:json|text|markdown)?\\s*\\n?(.*?)```",
+    re.S)``) finds what that regex finds, in linear time on regex-hostile replies."""
+    import re
+
+    from evolve.prompt.reflect.litellm_reflector import fenced_body
+
+    fence = re.compile(r"```(?:json|text|markdown)?\s*\n?(.*?)```", re.S)
+    rng = random.Random(0)
+    for _ in range(20000):  # small alphabets, so fences, words and whitespace collide often
+        s = "".join(rng.choice(["`", "``", "```", " ", "\n", "\t", "json", "text", "x", "{", "js"])
+                    for _ in range(rng.randrange(12)))
+        m = fence.search(s)
+        assert fenced_body(s) == (m.group(1) if m else None), repr(s)
+    n = 200_000  # the regex: ~44 s at 20,000 characters of the first case, quadratic beyond
+    for hostile in ("```" + " \n" * n + "``", "```json" + " " * n, "``` " * n, "` " * n + "```", "`" * n):
+        t0 = time.perf_counter()
+        fenced_body(hostile)
+        assert parse_reply(hostile, "stop", 100)[0] is None
+        assert time.perf_counter() - t0 < 0.5

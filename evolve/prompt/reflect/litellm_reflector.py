@@ -36,7 +36,28 @@ Write an improved "{component}" text that fixes the failures without breaking th
 Keep it short and general: state rules, not answers to these particular tasks.{shape}
 Reply with only a JSON object: {{"new_instruction": "<the new text>"}}"""
 
-_FENCE = re.compile(r"```(?:json|text|markdown)?\s*\n?(.*?)```", re.S)
+_WS = re.compile(r"\s*")
+_LANGS = ("json", "text", "markdown")
+
+
+def fenced_body(text: str) -> str | None:
+    """The body of the first fenced block, as ``re.search(r"```(?:json|text|markdown)?\\s*\\n?(.*?)```",
+    text, re.S).group(1)`` would give it (None where that finds no match), in linear time: that regex
+    backtracks quadratically over a reply with an opening fence, a long run of whitespace and no
+    closing fence (44 s for 40,000 characters here). The match, when there is one, always starts at
+    the first fence, so one scan finds it: the body starts after the language word and the
+    whitespace, and runs to the next fence."""
+    i = text.find("```")
+    if i < 0:
+        return None
+    start = i + 3
+    for lang in _LANGS:
+        if text.startswith(lang, start):
+            start += len(lang)
+            break
+    start = _WS.match(text, start).end()
+    end = text.find("```", start)
+    return text[start:end] if end >= 0 else None
 
 
 def _episode(record: dict) -> str:
@@ -66,8 +87,8 @@ def parse_reply(content: str | None, finish_reason: str | None, max_chars: int) 
         return None, "rejected: empty reply"
     if text.count("```") % 2:
         return None, "rejected: unbalanced code fence"
-    m = _FENCE.search(text)
-    body = m.group(1).strip() if m else text
+    fenced = fenced_body(text)
+    body = fenced.strip() if fenced is not None else text
     if body.startswith("{"):
         try:
             obj = json.loads(body)
