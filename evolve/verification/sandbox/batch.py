@@ -102,13 +102,13 @@ class _Batch:
             if fd != self.proc.ctl_r and fd in slot_of:
                 self._drain(slot_of[fd])
         if self.proc.rep_r in r:
-            for k, code, cpu, stopped in self.proc.reports():
+            for k, code, cpu, stopped, orphans in self.proc.reports():
                 run = self.running.get(k)
                 if run is not None:  # the server's own "done" for it comes later and frees the slot
                     self.proc.draining[k] = (run.id, time.monotonic() + self.cfg.grace_s)
                     self._complete(k, {"exit": code if code < 128 else None, "signal": code - 128 if code > 128 else None,
                                        "timeout": stopped and not run.flags, "killed": stopped, "cpu_s": cpu,
-                                       "wall_s": time.monotonic() - run.t0})
+                                       "orphans": orphans, "wall_s": time.monotonic() - run.t0})
         if self.proc.ctl_r in r:
             msgs = self.proc.lines(0)
             if msgs is None:

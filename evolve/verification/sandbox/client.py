@@ -95,8 +95,9 @@ class _Proc:
             out.append(msg)
         return out
 
-    def reports(self) -> list[tuple[int, int, float, bool]]:
-        """Keepers' reports (slot, status, job CPU seconds, stopped by the server); malformed ones dropped."""
+    def reports(self) -> list[tuple[int, int, float, bool, bool]]:
+        """Keepers' reports (slot, status, job CPU seconds, stopped by the server, left processes behind);
+        malformed ones dropped."""
         try:
             chunk = os.read(self.rep_r, 1 << 16)
         except (BlockingIOError, OSError):
@@ -105,8 +106,8 @@ class _Proc:
         out = []
         for line in lines:
             try:
-                k, code, cpu, stopped = line.split()
-                out.append((int(k), int(code), float(cpu), stopped == b"1"))
+                k, code, cpu, stopped, orphans = line.split()
+                out.append((int(k), int(code), float(cpu), stopped == b"1", orphans == b"1"))
             except ValueError:
                 continue
         return out

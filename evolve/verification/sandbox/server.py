@@ -14,14 +14,22 @@ Control (newline-delimited JSON): parent -> server on ``ctl_r``: {"run": slot, "
 {"ready": true, ...} once, {"done": slot, "id": n|null, "exit", "signal", "timeout", "why",
 "cpu_s", "wall_s"} per ended child, and {"stats": {...}} when ``ctl_r`` closes.
 
-Each slot's process is a *keeper* (a plain fork of the server) that makes a new pid namespace
-(plus IPC and mount namespaces where seccomp or bubblewrap is missing) and forks the job into it,
-then waits: creating and tearing down a pid namespace sleeps in the kernel for milliseconds here,
-and the keeper takes that off the server's loop. The job is pid 1 of a namespace with nothing
-else in it, so it can address no other process, and every process it might start dies with it.
-It drops every capability, sets no_new_privs and loads the seccomp filter the parent compiled,
-and only then reads its payload. (Under bubblewrap the server holds CAP_SYS_ADMIN inside the
-sandbox's user namespace only, to make those namespaces; as root it has it anyway.)
+Each slot has a *keeper* (a plain fork of the server, made once and kept for the server's life) that
+forks each of the slot's job processes into a fresh pid namespace, waits for it, reports its end and
+forks the next one at once. The keeper runs no job code and reads no job data: it only holds its
+slot's pipes to hand them to each new job. Creating and tearing down a pid namespace sleeps in the
+kernel for milliseconds here, and the keeper takes that off the server's loop; keeping it across
+jobs saves a fork, a Python start-up's copy-on-write faults and an exit per job (most of the
+keeper's CPU when it was made per job). The job is pid 1 of a namespace with nothing else in it,
+so it can address no other process, and every process it might start dies with it. It drops every
+capability, sets no_new_privs and loads the seccomp filter the parent compiled, and only then reads
+its payload. (Under bubblewrap the server and keepers hold CAP_SYS_ADMIN inside the sandbox's user
+namespace only, to make those namespaces; as root they have it anyway.)
+
+Keeper protocol: server -> keeper on the keeper's own pipe, ``kill <gen>`` (gen: the keeper's count of
+job processes forked, so a late kill never reaches the next job); keeper -> parent, ``<slot> <status>
+<cpu> <stopped> <orphans>``, and keeper -> server, ``<slot> <gen> <status> <cpu> <stopped> <orphans>``,
+once per reaped job process (status: exit code, or 128 + signal).
 """
 
 import os
@@ -57,6 +65,8 @@ class _Kernel:
         self.syscall.restype = ctypes.c_long
         self.unshare_fn = libc.unshare
         self.unshare_fn.argtypes = [ctypes.c_int]
+        self.setns_fn = libc.setns
+        self.setns_fn.argtypes = [ctypes.c_int, ctypes.c_int]
         self.umount2 = libc.umount2
         self.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
         self.nr = _SYS.get(os.uname().machine, {})
@@ -81,6 +91,10 @@ class _Kernel:
     def unshare(self, flags):
         if self.unshare_fn(flags) != 0:
             raise self.err("unshare")
+
+    def setns(self, fd, flags):
+        if self.setns_fn(fd, flags) != 0:
+            raise self.err("setns")
 
     def mount_fs(self, src, target, fstype, flags, data):
         if self.mount(src, target, fstype, flags, data) != 0:
@@ -123,8 +137,12 @@ def _isolate(cfg, k, in_ns):
     kern = cfg["_kernel"]
     if cfg["_subreaper"]:
         kern.prctl(_PR_SET_PDEATHSIG, 9, None, 0, 0)  # the job never outlives a killed server
+    if in_ns and _ns_flags(cfg):
+        kern.unshare(_ns_flags(cfg))  # its own mount / IPC namespaces (the fallbacks), not its keeper's
     if in_ns:
         _limit_tasks(cfg)
+    else:
+        os.setpgid(0, 0)  # no pid namespace: its own process group, which its keeper checks for orphans
     pay, res, out = cfg["slots"][k]
     _reset_pipes(pay, res, out)
     null = os.open("/dev/null", os.O_RDONLY)
@@ -152,7 +170,7 @@ def _isolate(cfg, k, in_ns):
             kern.mount_fs(b"tmpfs", b"/dev/shm", b"tmpfs", flags | _MS_RDONLY, b"size=4096")
         os.chdir("/tmp")
     else:  # no namespaces: the keeper's process group is the job's (the server kills the group)
-        work = f"{cfg['tmp']}/evolve-job-{os.urandom(12).hex()}"
+        work = cfg["_work"]  # named by its keeper, which removes it after the job
         os.mkdir(work, 0o700)
         os.chdir(work)
         if os.getuid() == 0 and cfg.get("drop_uid"):
@@ -195,79 +213,121 @@ def _child(k, cfg, in_ns):
 
 
 def _ns_flags(cfg):
-    # Under bubblewrap no mount namespace per job: mounting (and the kernel tearing the mounts down
-    # at exit) halved throughput here, and the view is read-only anyway. No IPC namespace where the
-    # seccomp filter denies System V IPC and POSIX queues (and there is no /dev/shm): making and
-    # dropping one per job cost 2.5x in jobs per second here. Without seccomp, each job gets one.
+    """The namespaces a job makes for itself, besides the pid namespace its keeper makes for it.
+    Under bubblewrap no mount namespace per job: mounting (and the kernel tearing the mounts down at
+    exit) halved throughput here, and the view is read-only anyway. No IPC namespace where the
+    seccomp filter denies System V IPC and POSIX queues (and there is no /dev/shm): making and
+    dropping one per job cost 2.5x in jobs per second here. Without seccomp, each job gets one."""
     ipc = 0 if cfg.get("bpf") else _CLONE_NEWIPC
-    return _CLONE_NEWPID | ipc | (0 if cfg.get("in_bwrap") else _CLONE_NEWNS)
+    return ipc | (0 if cfg.get("in_bwrap") else _CLONE_NEWNS)
 
 
-def _keeper(k, cfg, ns):
-    """Between the server and one job: it makes the job's namespaces and waits for the job, so that
-    creating and tearing down a pid namespace (milliseconds asleep in the kernel here) never holds up
-    the server's loop. It exits with the job's status (128 + signal if killed); wait4 on it gives the
-    job's CPU time too. It holds no job data and no pipe once the job is forked."""
+def _keeper(k, cfg, ns, ctl):
+    """Between the server and one slot's jobs, for the server's life: it makes each job's pid
+    namespace, forks the job into it, waits for it (killing it when the server asks), reports its
+    end (to the parent first, the critical path; then to the server) and forks the slot's next job
+    process at once. wait4 on the job gives its CPU time, so no kill loses it. Never returns."""
+    import select
+    import shutil
     import signal
 
     code = 120
-    state = {"pid": 0, "stop": False}
-
-    def stop(signum, frame):  # the server's kill: the keeper kills the job and reaps it, so its CPU
-        state["stop"] = True  # time reaches the server's wait4 (a group kill would lose it)
-        if state["pid"]:
-            try:
-                os.kill(state["pid"], signal.SIGKILL)
-            except OSError:
-                pass
-
     try:
-        signal.signal(signal.SIGUSR1, stop)
         kern = cfg["_kernel"]
         os.setsid()  # the server kills this group (keeper and job) only if the keeper does not answer
         if cfg["_subreaper"]:
             kern.prctl(_PR_SET_PDEATHSIG, 9, None, 0, 0)
-        if ns:
-            try:
-                kern.unshare(_ns_flags(cfg))
-            except OSError:
-                os._exit(121)  # never run a job with less isolation than the server reported
-        pid = os.fork()
-        if pid == 0:
-            signal.signal(signal.SIGUSR1, signal.SIG_DFL)
-            _child(k, cfg, ns)
-        state["pid"] = pid
-        if state["stop"]:
-            stop(0, None)
-        rep = cfg.get("rep_w") if ns else None
-        if rep is None:
-            os.closerange(3, 1 << 16)
-        else:
-            os.closerange(3, rep)
-            os.closerange(rep + 1, 1 << 16)
+        rep, krep, own_ns = cfg["rep_w"], cfg["_krep_w"], cfg.get("_pidns", -1)
+        _close_except({ctl, rep, krep, own_ns, cfg.get("_sysk") or -1, *cfg["slots"][k]})
+        if ns and own_ns < 0:
+            own_ns = os.pidfd_open(os.getpid())  # setns through a pidfd: the keeper's own pid namespace
+        buf, gen = [b""], 0
         while True:
-            try:
-                _, st, ru = os.wait4(pid, 0)
-                break
-            except InterruptedError:
-                continue
-        code = os.WEXITSTATUS(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st)
-        # Straight to the parent, before this process exits: the job is gone (reaped, its namespace torn
-        # down), and two wake-ups (the keeper's exit, the server's loop) are off the parent's critical path.
-        # Without a pid namespace the server must first check the job's group (orphans): no report then.
-        if rep is not None:
-            os.write(rep, b"%d %d %r %d\n" % (k, code, ru.ru_utime + ru.ru_stime, state["stop"]))
+            if ns:
+                try:
+                    if gen:  # back in its own namespace: unshare makes a pid namespace only from there
+                        kern.setns(own_ns, _CLONE_NEWPID)
+                    kern.unshare(_CLONE_NEWPID)
+                except OSError:
+                    os._exit(121)  # never run a job with less isolation than the server reported
+            cfg["_work"] = f"{cfg['tmp']}/evolve-job-{cfg['_srv']}-{os.urandom(12).hex()}"  # without namespaces only
+            pid = os.fork()
+            if pid == 0:
+                _child(k, cfg, ns)
+            pidfd = os.pidfd_open(pid)
+            stopped = _await_job(ctl, pidfd, gen, buf, select.select, signal.SIGKILL)
+            while True:
+                try:
+                    _, st, ru = os.wait4(pid, 0)
+                    break
+                except InterruptedError:
+                    continue
+            os.close(pidfd)
+            status = os.WEXITSTATUS(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st)
+            orphans = not ns and _group_alive(pid)  # without a pid namespace: did its group outlive it?
+            if not ns:
+                shutil.rmtree(cfg["_work"], ignore_errors=True)
+            cpu = ru.ru_utime + ru.ru_stime
+            os.write(rep, b"%d %d %r %d %d\n" % (k, status, cpu, stopped, orphans))
+            os.write(krep, b"%d %d %d %r %d %d\n" % (k, gen, status, cpu, stopped, orphans))
+            gen += 1
     except BaseException:  # noqa: BLE001
         pass
     os._exit(code)
 
 
+def _await_job(ctl, pidfd, gen, buf, select, sigkill):
+    """Wait for the job process to end; kill it when the server asks for this ``gen``. True if killed."""
+    import signal
+
+    stopped = False
+    while True:
+        r, _, _ = select([ctl, pidfd], [], [])
+        if pidfd in r:
+            return stopped
+        chunk = os.read(ctl, 4096)
+        if not chunk:  # the server is gone: so is this slot
+            signal.pidfd_send_signal(pidfd, sigkill)
+            os._exit(0)
+        *lines, buf[0] = (buf[0] + chunk).split(b"\n")
+        for line in lines:
+            if line == b"kill %d" % gen and not stopped:
+                stopped = True
+                try:
+                    signal.pidfd_send_signal(pidfd, sigkill)
+                except OSError:
+                    pass
+
+
+def _close_except(keep):
+    lo = 3
+    for fd in sorted(f for f in keep if f >= 3):
+        os.closerange(lo, fd)
+        lo = fd + 1
+    os.closerange(lo, 1 << 16)
+
+
+def _group_alive(pgid):
+    """SIGKILL a process group; True when it still existed (the fallback without a pid namespace)."""
+    import signal
+
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
 def _ns_available(cfg):
-    """Whether a keeper can make new pid/IPC namespaces here (probed once, in a throwaway child)."""
+    """Whether a keeper can make a pid namespace per job here (make one, go back, make another, as a
+    keeper does) and a job its own other namespaces (probed once, in a throwaway child)."""
     pid = os.fork()
     if pid == 0:
         try:
-            cfg["_kernel"].unshare(_ns_flags(cfg))
+            kern, own = cfg["_kernel"], cfg.get("_pidns", -1)
+            kern.unshare(_CLONE_NEWPID)
+            kern.setns(own if own >= 0 else os.pidfd_open(os.getpid()), _CLONE_NEWPID)
+            kern.unshare(_CLONE_NEWPID | _ns_flags(cfg))
             os._exit(0)
         except BaseException:  # noqa: BLE001
             os._exit(1)
@@ -276,20 +336,21 @@ def _ns_available(cfg):
 
 
 class _Slot:
-    __slots__ = ("pid", "pidfd", "id", "deadline", "t0", "timeout", "why", "dir", "hard")
+    __slots__ = ("pid", "pidfd", "ctl", "gen", "id", "deadline", "t0", "timeout", "why", "hard")
 
     def __init__(self):
-        self.pid, self.pidfd, self.id, self.deadline, self.t0 = None, -1, None, None, 0.0
-        self.timeout, self.why, self.dir, self.hard = False, None, None, None
+        self.pid, self.pidfd, self.ctl, self.gen = None, -1, -1, 0
+        self.id, self.deadline, self.t0, self.timeout, self.why, self.hard = None, None, 0.0, False, None, None
+
+    def ended(self):
+        self.id, self.deadline, self.timeout, self.why, self.hard = None, None, False, None, None
 
     def stop(self):
         """Ask the keeper to kill the job (it reaps it: no CPU time lost); a group kill after 1 s."""
-        import signal
-
         if self.hard is None:
             self.hard = time.monotonic() + 1.0
             try:
-                os.kill(self.pid, signal.SIGUSR1)
+                os.write(self.ctl, b"kill %d\n" % self.gen)
             except OSError:
                 pass
 
@@ -300,20 +361,27 @@ class _Server:
         import signal
 
         self.cfg, self.json = cfg, json
+        cfg["_srv"] = os.getpid()
         sys.dont_write_bytecode = True
         kern = _Kernel(cfg.get("bpf"))
         cfg["_kernel"] = kern
         kern.prctl(_PR_SET_DUMPABLE, 0, None, 0, 0)  # no same-uid /proc/<pid>/{fd,mem}, no ptrace
         cfg["_subreaper"] = kern.prctl(_PR_SET_CHILD_SUBREAPER, 1, None, 0, 0) == 0
         _preimport()
+        try:  # for the keepers' way back to this pid namespace (before /proc goes, under bubblewrap)
+            cfg["_pidns"] = os.open("/proc/self/ns/pid", os.O_RDONLY)
+        except OSError:
+            cfg["_pidns"] = -1  # then each keeper uses a pidfd on itself (Linux 5.8+)
         cfg["_sysk"] = _sysctl_dir(cfg, kern)
         cfg["tmp"] = "/tmp" if cfg.get("in_bwrap") or not os.access("/dev/shm", os.W_OK) else "/dev/shm"
         cfg["_stdout"] = open(1, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
         cfg["_stderr"] = open(2, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
         signal.signal(signal.SIGALRM, _on_alarm)  # for the children's harness (inherited)
         self.ctl_r, self.ctl_w = cfg["ctl_r"], cfg["ctl_w"]
+        self.krep_r, cfg["_krep_w"] = os.pipe()  # keepers -> server: a job process reaped
+        os.set_blocking(self.krep_r, False)
         self.slots = [_Slot() for _ in cfg["slots"]]
-        self.by_pidfd, self.inbuf, self.open = {}, b"", True
+        self.by_pidfd, self.inbuf, self.kbuf, self.open = {}, b"", b"", True
         self.ns = bool(cfg.get("ns")) and _ns_available(cfg)
         import gc
 
@@ -327,11 +395,15 @@ class _Server:
             data = data[os.write(self.ctl_w, data):]
 
     def _spawn(self, k):
+        r, w = os.pipe()
         pid = os.fork()
         if pid == 0:
-            _keeper(k, self.cfg, self.ns)
+            _keeper(k, self.cfg, self.ns, r)
+        os.close(r)
+        os.set_blocking(w, False)  # a kill is a few bytes; a stuck keeper never blocks the server
         s = self.slots[k]
-        s.pid, s.id, s.deadline, s.timeout, s.why, s.hard = pid, None, None, False, None, None
+        s.pid, s.ctl, s.gen = pid, w, 0
+        s.ended()
         s.pidfd = os.pidfd_open(pid)
         self.by_pidfd[s.pidfd] = k
 
@@ -348,11 +420,13 @@ class _Server:
             deadlines += [s.hard for s in self.slots if s.hard is not None]
             wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
             try:
-                ready, _, _ = select.select([self.ctl_r, *self.by_pidfd], [], [], wait)
+                ready, _, _ = select.select([self.ctl_r, self.krep_r, *self.by_pidfd], [], [], wait)
             except InterruptedError:
                 ready = []
-            if self.ctl_r in ready:  # control first: a job's "run" is always known before its exit
+            if self.ctl_r in ready:  # control first: a job's "run" is always known before its end
                 self._control()
+            if self.krep_r in ready:
+                self._reports()
             now = time.monotonic()
             for s in self.slots:
                 if s.deadline is not None and not s.timeout and now >= s.deadline:
@@ -367,6 +441,17 @@ class _Server:
             _reap_orphans(self.slots)
         for s in self.slots:
             _kill(s.pid)
+        for s in self.slots:  # reaped, so that their jobs' CPU time reaches the stats
+            try:
+                os.waitpid(s.pid, 0)
+            except ChildProcessError:
+                pass
+        if not self.ns:  # the prepared jobs' folders (their keepers remove each ended job's)
+            import shutil
+
+            for name in os.listdir(self.cfg["tmp"]):
+                if name.startswith(f"evolve-job-{self.cfg['_srv']}-"):  # never another server's
+                    shutil.rmtree(f"{self.cfg['tmp']}/{name}", ignore_errors=True)
         me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         self.send({"stats": {"server_cpu_s": me.ru_utime + me.ru_stime, "jobs_cpu_s": kids.ru_utime + kids.ru_stime}})
 
@@ -386,6 +471,22 @@ class _Server:
                 s.why = str(msg.get("why", "killed"))[:40]
                 s.stop()
 
+    def _reports(self):
+        """Keepers' reports: a job process reaped (the slot's next one is forked already)."""
+        try:
+            chunk = os.read(self.krep_r, 1 << 16)
+        except BlockingIOError:
+            return
+        *lines, self.kbuf = (self.kbuf + chunk).split(b"\n")
+        for line in lines:
+            k, gen, status, cpu, _, orphans = line.split()
+            k, status = int(k), int(status)
+            s = self.slots[k]
+            s.gen = int(gen) + 1
+            sig = status - 128 if status > 128 else None
+            self._done(k, status if sig is None else None, sig, float(cpu), orphans == b"1")
+            s.ended()
+
     def _done(self, k, code, sig, cpu, outlived):
         s = self.slots[k]
         if s.id is not None:
@@ -394,6 +495,8 @@ class _Server:
                        "cpu_s": cpu, "wall_s": time.monotonic() - s.t0})
 
     def _reap(self, k):
+        """A keeper died (killed by the group kill after it did not answer, or failed): the slot's job
+        with it. A fresh keeper takes the slot."""
         s = self.slots[k]
         try:
             pid, st, ru = os.wait4(s.pid, os.WNOHANG)
@@ -401,22 +504,20 @@ class _Server:
             pid, st, ru = s.pid, 0, None
         if pid == 0:
             return
-        outlived = not self.ns and _kill(s.pid)  # its group outlived it (possible only without a pid ns)
         del self.by_pidfd[s.pidfd]
         os.close(s.pidfd)
+        os.close(s.ctl)
         code = os.WEXITSTATUS(st) if os.WIFEXITED(st) else None
         if code == 121:
             raise SystemExit("evolve sandbox: a keeper could not make the job's namespaces")
-        sig = os.WTERMSIG(st) if os.WIFSIGNALED(st) else (code - 128 if code is not None and code > 128 else None)
-        self._done(k, code, sig, (ru.ru_utime + ru.ru_stime) if ru else None, outlived)
-        if not self.ns:
-            _remove_job_dirs(self.cfg["tmp"])
+        sig = os.WTERMSIG(st) if os.WIFSIGNALED(st) else None
+        self._done(k, code, sig, (ru.ru_utime + ru.ru_stime) if ru else None, False)
         self._spawn(k)
 
 
 def _kill(pid):
-    """SIGKILL the job's process group (the fallback without a pid namespace) and the job; True when
-    the group still existed (so something of the job was alive)."""
+    """SIGKILL a keeper's process group (the keeper and, in a pid namespace, its job) and the keeper;
+    True when the group still existed."""
     import signal
 
     alive = False
@@ -427,19 +528,6 @@ def _kill(pid):
         except (ProcessLookupError, PermissionError):
             pass
     return alive
-
-
-def _remove_job_dirs(tmp):
-    """Fallback without namespaces only: job folders of ended jobs (prepared ones are empty)."""
-    import shutil
-
-    for name in os.listdir(tmp):
-        if name.startswith("evolve-job-"):
-            path = f"{tmp}/{name}"
-            try:
-                os.rmdir(path)
-            except OSError:
-                shutil.rmtree(path, ignore_errors=True)
 
 
 def _reap_orphans(slots):
