@@ -107,7 +107,11 @@ def add(a, b):
     return a - b
 '''
 FLOOD = "def add(a, b):\n    print('z' * (3 << 20))\n    return a + b\n"
-RESULT_FLOOD = "import os\ndef add(a, b):\n    os.write(3, b'q' * (3 << 20))\n    return a + b\n"
+# One os.write is not enough: the harness's 20 ms timer (SIGALRM) interrupts a blocking pipe write, which then
+# returns what it wrote so far (131072 bytes, often, under load), and the job ended cleanly under the cap
+# (failed as forged-result, not OutputLimit: the flake of test_3_flooding_jobs_never_fail_other_samples).
+RESULT_FLOOD = ("import os\ndef add(a, b):\n    data = b'q' * (3 << 20)\n    while data:\n"
+                "        data = data[os.write(3, data):]\n    return a + b\n")
 # Ends its result stream with a look-alike end marker, then keeps running.
 FAKE_END = "import os, time\ndef add(a, b):\n    os.write(3, b'x END\\n')\n    time.sleep(0.15)  # x 4 calls: 0.6 s per job\n    return a + b\n"
 FAKE_END_NONCE = NONCE + '''
