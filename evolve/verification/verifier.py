@@ -157,38 +157,54 @@ class Verifier:
                 out[i] = early
             else:
                 todo.append((i, plan, program))
-        held: dict[int, tuple[Reply, float]] = {}
+        held: dict[int, tuple[Reply, float]] = {}  # record/replay samples whose replayed check is running
+        replay_of: dict[int, int] = {}  # the sandbox's index of a replay job -> its sample
+
+        def finish(i: int, reply: Reply, wall: float, doing: str = "judging the results") -> None:
+            try:
+                out[i] = self._finish(pairs[i], todo_plan[i], programs[i], wall, reply, gold)
+            except Exception as e:  # noqa: BLE001
+                out[i] = _broken(pairs[i][0], doing, e)
 
         def on_reply(j: int, raw: dict) -> bool:
             # Compared and dropped as each job completes: decoded values never outlive their sample.
-            # Record/replay samples keep only their encoded results until the replayed check ran.
-            i, plan, program = todo[j]
+            # A record/replay sample keeps only its encoded results, and its replayed check is
+            # submitted at once (no wait for the rest of the batch).
+            if j in replay_of:
+                i = replay_of.pop(j)
+                reply, wall = held.pop(i)
+                try:
+                    self._replayed(reply, raw)
+                except Exception as e:  # noqa: BLE001
+                    out[i] = _broken(pairs[i][0], "replaying the check", e)
+                    return True
+                finish(i, reply, wall)
+                return True
+            i, plan, _ = todo[j]
             try:
                 reply = safe_parse_reply(raw, len(plan.calls))
                 wall = _wall(raw)
-                if plan.check:
-                    held[i] = (reply, wall)
-                else:
-                    out[i] = self._finish(pairs[i], plan, program, wall, reply, gold)
             except Exception as e:  # noqa: BLE001
                 out[i] = _broken(pairs[i][0], "judging the results", e)
+                return True
+            if plan.check:
+                reply.weak_ok = False  # only a replay job's verdict counts
+                if not plan.bad_input and reply.load_error is None and not reply.flags:
+                    try:
+                        job = self._replay_job(pairs[i][0], plan, reply)
+                    except Exception as e:  # noqa: BLE001
+                        out[i] = _broken(pairs[i][0], "replaying the check", e)
+                        return True
+                    held[i] = (reply, wall)
+                    replay_of[self.sandbox.submit(job)] = i
+                    return True
+            finish(i, reply, wall)
             return True
 
+        programs = {i: prog for i, _, prog in todo}
+        todo_plan = {i: p for i, p, _ in todo}
         jobs = [self._job(pairs[i][0], program, [] if plan.bad_input else plan.calls) for i, plan, program in todo]
         self.sandbox.run(jobs, on_reply)
-        try:
-            self._replay(pairs, {i: p for i, p, _ in todo}, {i: r for i, (r, _) in held.items()})
-        except Exception as e:  # noqa: BLE001
-            for i in held:
-                out[i] = _broken(pairs[i][0], "replaying the check", e)
-        programs = {i: prog for i, _, prog in todo}
-        plans = {i: p for i, p, _ in todo}
-        for i, (reply, wall) in held.items():
-            if out[i] is None:
-                try:
-                    out[i] = self._finish(pairs[i], plans[i], programs[i], wall, reply, gold)
-                except Exception as e:  # noqa: BLE001
-                    out[i] = _broken(pairs[i][0], "judging the results", e)
         return [r if r is not None else _broken(t, "verifying", None) for r, (t, _) in zip(out, pairs, strict=True)]
 
     def _prepare(self, task: Task, completion) -> tuple[VerifyResult | None, _Plan | None, str]:
@@ -228,22 +244,19 @@ class Verifier:
             p.calls, p.recorded = calls, list(reply.recorded)
             p.gold = _gold_by_call(reply.gold, len(calls))
 
-    def _replay(self, pairs, plans: dict[int, _Plan], replies: dict[int, Reply]) -> None:
-        """Run the recorded checks on the candidates' plain results (no candidate code in those jobs)."""
-        for reply in replies.values():
-            reply.weak_ok = False  # only a replay job's verdict counts
-        idx = [i for i, r in replies.items() if not plans[i].bad_input and r.load_error is None and not r.flags]
-        if not idx:
-            return
+    def _replay_job(self, task: Task, plan: _Plan, reply: Reply) -> dict:
+        """The recorded check, run on the candidate's plain results (no candidate code in that job)."""
         strict = self.pipeline.strict_types
-        jobs = [self._job(pairs[i][0], "", [], mode="replay", check=plans[i].check, helpers=plans[i].helpers,
-                          recorded=plans[i].recorded, results=_replay_results(replies[i]),
-                          gold=plans[i].gold if strict else [], strict=strict) for i in idx]
-        for i, raw in zip(idx, self.sandbox.run(jobs), strict=True):
-            check = safe_parse_reply(raw, 0, "replay")
-            replies[i].weak_ok = bool(check.weak_ok)
-            replies[i].weak_error = check.weak_error or (None if check.weak_ok else (
-                check.job_error or "CheckError", check.job_message or "the replayed check did not finish", 0))
+        return self._job(task, "", [], mode="replay", check=plan.check, helpers=plan.helpers, recorded=plan.recorded,
+                         results=_replay_results(reply), gold=plan.gold if strict else [], strict=strict)
+
+    @staticmethod
+    def _replayed(reply: Reply, raw: dict) -> None:
+        """The replay job's verdict onto the candidate's reply."""
+        check = safe_parse_reply(raw, 0, "replay")
+        reply.weak_ok = bool(check.weak_ok)
+        reply.weak_error = check.weak_error or (None if check.weak_ok else (
+            check.job_error or "CheckError", check.job_message or "the replayed check did not finish", 0))
 
     def _ensure_gold(self, tasks: list[Task]) -> dict[int, tuple[float | None, dict]]:
         """Once per task, the canonical solution on the task's calls: its CPU time (the perf stage) and,

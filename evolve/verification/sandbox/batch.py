@@ -39,6 +39,12 @@ class _Batch:
         self.dead = False  # the server died or hung (the jobs it left count one try each)
         self.exhausted = False  # every slot retired: a fresh server runs the rest, no try counted
 
+    def add(self, job: dict) -> None:
+        """A job added while the batch runs (ForkServer.submit): dispatched like the others."""
+        self.jobs.append(job)
+        self.replies.append(None)
+        self.pending.append(len(self.jobs) - 1)
+
     def run(self) -> None:
         while (self.pending or self.running) and not self.dead and not self.exhausted:
             self._dispatch()

@@ -155,6 +155,7 @@ class ForkServer:
         self._next_id = 0
         self.restarts = 0
         self.last_stats: dict | None = None  # {"server_cpu_s", "jobs_cpu_s"} of the last closed server
+        self._jobs = self._replies = self._todo = self._batch = None  # the run in progress (for submit)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def _modes(self) -> list[str]:
@@ -310,29 +311,48 @@ class ForkServer:
     def run(self, jobs: list[dict], on_reply=None) -> list:
         """Run jobs (payload dicts); one reply per job, same order. ``on_reply(i, reply)``, when given, is
         called as each job completes and its return value is kept instead of the reply (so a caller can
-        judge and drop each reply at once). A server that dies or hangs is killed and restarted, and
-        the jobs it left unfinished run once more; a server whose slots were all retired (jobs killed
-        for a cap) is replaced without counting against anyone."""
+        judge and drop each reply at once); it may add jobs with ``submit`` (their replies come the same
+        way, after the given ones in the returned list). A server that dies or hangs is killed and
+        restarted, and the jobs it left unfinished run once more; a server whose slots were all
+        retired (jobs killed for a cap) is replaced without counting against anyone."""
         keep = on_reply or (lambda i, r: r)
         with self._lock:
-            replies: list = [None] * len(jobs)
+            self._jobs, self._replies = jobs, replies = list(jobs), [None] * len(jobs)
             todo, died = list(range(len(jobs))), {}
-            while todo:
-                batch = self._run_once([jobs[i] for i in todo], lambda j, r, t=todo: keep(t[j], r))
-                for j, r in zip(todo, batch.replies, strict=True):
-                    if r is not None:
-                        replies[j] = r
-                left = [i for i in todo if replies[i] is None]
-                if batch.dead or batch.exhausted:
-                    self._restart()
-                if batch.dead:  # a death or a hang: the jobs it left get one more try
-                    self.restarts += 1
-                    for i in left:
-                        died[i] = died.get(i, 0) + 1
-                    for i in [i for i in left if died[i] >= 2]:
-                        replies[i] = keep(i, {"server_died": True, "lines": [], "flags": []})
-                todo = [i for i in left if replies[i] is None]
+            try:
+                while todo:
+                    self._todo = todo
+                    batch = self._run_once([jobs[i] for i in todo], lambda j, r, t=todo: keep(t[j], r))
+                    self._batch = None
+                    for j, r in zip(todo, batch.replies, strict=True):
+                        if r is not None:
+                            replies[j] = r
+                    left = [i for i in todo if replies[i] is None]
+                    if batch.dead or batch.exhausted:
+                        self._restart()
+                    if batch.dead:  # a death or a hang: the jobs it left get one more try
+                        self.restarts += 1
+                        for i in left:
+                            died[i] = died.get(i, 0) + 1
+                        for i in [i for i in left if died[i] >= 2]:
+                            replies[i] = keep(i, {"server_died": True, "lines": [], "flags": []})
+                    todo = [i for i in range(len(jobs)) if replies[i] is None]  # with any added meanwhile
+            finally:
+                self._jobs = self._replies = self._todo = self._batch = None
             return replies
+
+    def submit(self, job: dict) -> int:
+        """Add a job to the ``run`` in progress, from its ``on_reply``; returns the job's index there.
+        It is dispatched like the others (as soon as a place is free), so a follow-up job (a replayed
+        check) never waits for the rest of the batch."""
+        if self._jobs is None:
+            raise RuntimeError("ForkServer.submit is only for an on_reply callback of run()")
+        self._jobs.append(job)
+        self._replies.append(None)
+        if self._batch is not None:  # else (between a dead server and its replacement) the next batch takes it
+            self._todo.append(len(self._jobs) - 1)
+            self._batch.add(job)
+        return len(self._jobs) - 1
 
     def _restart(self) -> None:
         if self._proc is not None:
@@ -346,6 +366,6 @@ class ForkServer:
             self._proc.kill()
             self._proc = None
         self.ready()
-        batch = _Batch(self, self._proc, jobs, keep)
+        batch = self._batch = _Batch(self, self._proc, jobs, keep)
         batch.run()
         return batch
