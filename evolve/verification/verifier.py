@@ -144,7 +144,12 @@ class Verifier:
         if not pairs:
             return []
         tasks = [t for t, _ in pairs]
-        self._ensure_recorded(tasks)
+        # Without perf or strict types no sample needs the canonical results before its own job, so
+        # the recording runs in the same batch: a task's samples are submitted when its recording is in.
+        overlap = "perf" not in self._stages and not self.pipeline.strict_types
+        if not overlap:
+            self._ensure_recorded(tasks)
+        to_record = self._to_record(tasks) if overlap else []
         gold = self._ensure_gold(tasks)
         out: list[VerifyResult | None] = [None] * len(pairs)
         todo: list[tuple[int, _Plan, str]] = []
@@ -157,54 +162,10 @@ class Verifier:
                 out[i] = early
             else:
                 todo.append((i, plan, program))
-        held: dict[int, tuple[Reply, float]] = {}  # record/replay samples whose replayed check is running
-        replay_of: dict[int, int] = {}  # the sandbox's index of a replay job -> its sample
-
-        def finish(i: int, reply: Reply, wall: float, doing: str = "judging the results") -> None:
-            try:
-                out[i] = self._finish(pairs[i], todo_plan[i], programs[i], wall, reply, gold)
-            except Exception as e:  # noqa: BLE001
-                out[i] = _broken(pairs[i][0], doing, e)
-
-        def on_reply(j: int, raw: dict) -> bool:
-            # Compared and dropped as each job completes: decoded values never outlive their sample.
-            # A record/replay sample keeps only its encoded results, and its replayed check is
-            # submitted at once (no wait for the rest of the batch).
-            if j in replay_of:
-                i = replay_of.pop(j)
-                reply, wall = held.pop(i)
-                try:
-                    self._replayed(reply, raw)
-                except Exception as e:  # noqa: BLE001
-                    out[i] = _broken(pairs[i][0], "replaying the check", e)
-                    return True
-                finish(i, reply, wall)
-                return True
-            i, plan, _ = todo[j]
-            try:
-                reply = safe_parse_reply(raw, len(plan.calls))
-                wall = _wall(raw)
-            except Exception as e:  # noqa: BLE001
-                out[i] = _broken(pairs[i][0], "judging the results", e)
-                return True
-            if plan.check:
-                reply.weak_ok = False  # only a replay job's verdict counts
-                if not plan.bad_input and reply.load_error is None and not reply.flags:
-                    try:
-                        job = self._replay_job(pairs[i][0], plan, reply)
-                    except Exception as e:  # noqa: BLE001
-                        out[i] = _broken(pairs[i][0], "replaying the check", e)
-                        return True
-                    held[i] = (reply, wall)
-                    replay_of[self.sandbox.submit(job)] = i
-                    return True
-            finish(i, reply, wall)
-            return True
-
-        programs = {i: prog for i, _, prog in todo}
-        todo_plan = {i: p for i, p, _ in todo}
-        jobs = [self._job(pairs[i][0], program, [] if plan.bad_input else plan.calls) for i, plan, program in todo]
-        self.sandbox.run(jobs, on_reply)
+        run = _Run(self, pairs, out, todo, to_record, gold)
+        jobs = run.first_jobs()
+        if jobs:
+            self.sandbox.run(jobs, run.on_reply)
         return [r if r is not None else _broken(t, "verifying", None) for r, (t, _) in zip(out, pairs, strict=True)]
 
     def _prepare(self, task: Task, completion) -> tuple[VerifyResult | None, _Plan | None, str]:
@@ -224,25 +185,33 @@ class Verifier:
         res.duration_s = wall + (time.perf_counter() - t0)
         return res
 
+    def _to_record(self, tasks: list[Task]) -> list[Task]:
+        return [t for t in {id(t): t for t in tasks}.values()
+                if (p := self.plan(t)).check and not p.bad_input and not p.recorded]
+
+    def _record_job(self, task: Task) -> dict:
+        return self._job(task, "", [], mode="record", check=task.check_code, helpers=self.plan(task).helpers)
+
     def _ensure_recorded(self, tasks: list[Task]) -> None:
         """Record, once per task, the arguments its own check() passes to the canonical solution."""
-        todo = [t for t in {id(t): t for t in tasks}.values()
-                if (p := self.plan(t)).check and not p.bad_input and not p.recorded]
-        if not todo:
+        todo = self._to_record(tasks)
+        if todo:
+            for t, raw in zip(todo, self.sandbox.run([self._record_job(t) for t in todo]), strict=True):
+                self._recorded(t, raw)
+
+    def _recorded(self, task: Task, raw: dict) -> None:
+        """A record job's reply onto the task's plan: the calls (and canonical results), or why not."""
+        p, reply = self.plan(task), safe_parse_reply(raw, 0, "record")
+        try:
+            calls = [decode(a, 1 << 22) for a in reply.recorded]
+        except ValueError:
+            calls = None
+        if not reply.weak_ok or not reply.recorded or calls is None or not all(type(c) is tuple for c in calls):
+            why = reply.weak_error or reply.load_error or (reply.job_error, reply.job_message, 0)
+            p.bad_input = f"the canonical solution does not pass the task's own check: {why[0]}: {why[1]}"[:300]
             return
-        jobs = [self._job(t, "", [], mode="record", check=t.check_code, helpers=self.plan(t).helpers) for t in todo]
-        for t, raw in zip(todo, self.sandbox.run(jobs), strict=True):
-            p, reply = self.plan(t), safe_parse_reply(raw, 0, "record")
-            try:
-                calls = [decode(a, 1 << 22) for a in reply.recorded]
-            except ValueError:
-                calls = None
-            if not reply.weak_ok or not reply.recorded or calls is None or not all(type(c) is tuple for c in calls):
-                why = reply.weak_error or reply.load_error or (reply.job_error, reply.job_message, 0)
-                p.bad_input = f"the canonical solution does not pass the task's own check: {why[0]}: {why[1]}"[:300]
-                continue
-            p.calls, p.recorded = calls, list(reply.recorded)
-            p.gold = _gold_by_call(reply.gold, len(calls))
+        p.calls, p.recorded = calls, list(reply.recorded)
+        p.gold = _gold_by_call(reply.gold, len(calls))
 
     def _replay_job(self, task: Task, plan: _Plan, reply: Reply) -> dict:
         """The recorded check, run on the candidate's plain results (no candidate code in that job)."""
@@ -324,6 +293,87 @@ class Verifier:
             trace = ", ".join(flags) + (f" | {trace}" if first else "")
         return VerifyResult(task.task_id, round(reward, 6), passed, stages, trace[:1000],
                             error_class if not passed else None, flags, False)
+
+
+class _Run:
+    """One verify_batch's jobs and replies. Compared and dropped as each job completes: decoded values
+    never outlive their sample. A task still to record has its recording in the same batch and its
+    samples submitted when it is in; a record/replay sample keeps only its encoded results, and its
+    replayed check is submitted at once (no wait for the rest of the batch)."""
+
+    def __init__(self, v: Verifier, pairs, out: list, todo: list[tuple[int, _Plan, str]], to_record: list[Task],
+                 gold: dict):
+        self.v, self.pairs, self.out, self.todo, self.to_record, self.gold = v, pairs, out, todo, to_record, gold
+        self.held: dict[int, tuple[Reply, float]] = {}  # record/replay samples whose replayed check is running
+        self.kinds: dict[int, tuple] = {}  # the sandbox's index of a job -> what it is for
+        self.waiting: dict[int, list] = {id(t): [] for t in to_record}  # samples whose task is being recorded
+        self.programs = {i: prog for i, _, prog in todo}
+        self.plans = {i: p for i, p, _ in todo}
+
+    def first_jobs(self) -> list[dict]:
+        jobs: list[dict] = []
+        for t in self.to_record:
+            self.kinds[len(jobs)] = ("record", t)
+            jobs.append(self.v._record_job(t))
+        for i, _, _ in self.todo:
+            if id(self.pairs[i][0]) in self.waiting:
+                self.waiting[id(self.pairs[i][0])].append(i)
+            else:
+                self.kinds[len(jobs)] = ("main", i)
+                jobs.append(self._main_job(i))
+        return jobs
+
+    def _main_job(self, i: int) -> dict:
+        plan = self.plans[i]
+        return self.v._job(self.pairs[i][0], self.programs[i], [] if plan.bad_input else plan.calls)
+
+    def _finish(self, i: int, reply: Reply, wall: float, doing: str = "judging the results") -> None:
+        try:
+            self.out[i] = self.v._finish(self.pairs[i], self.plans[i], self.programs[i], wall, reply, self.gold)
+        except Exception as e:  # noqa: BLE001
+            self.out[i] = _broken(self.pairs[i][0], doing, e)
+
+    def on_reply(self, j: int, raw: dict) -> bool:
+        kind, what = self.kinds.pop(j)
+        if kind == "record":
+            try:
+                self.v._recorded(what, raw)
+            except Exception as e:  # noqa: BLE001
+                self.v.plan(what).bad_input = f"recording the task's check failed ({type(e).__name__})"
+            for i in self.waiting.pop(id(what)):
+                self.kinds[self.v.sandbox.submit(self._main_job(i))] = ("main", i)
+        elif kind == "replay":
+            reply, wall = self.held.pop(what)
+            try:
+                self.v._replayed(reply, raw)
+            except Exception as e:  # noqa: BLE001
+                self.out[what] = _broken(self.pairs[what][0], "replaying the check", e)
+                return True
+            self._finish(what, reply, wall)
+        else:
+            self._on_main(what, raw)
+        return True
+
+    def _on_main(self, i: int, raw: dict) -> None:
+        plan = self.plans[i]
+        try:
+            reply = safe_parse_reply(raw, len(plan.calls))
+            wall = _wall(raw)
+        except Exception as e:  # noqa: BLE001
+            self.out[i] = _broken(self.pairs[i][0], "judging the results", e)
+            return
+        if plan.check:
+            reply.weak_ok = False  # only a replay job's verdict counts
+            if not plan.bad_input and reply.load_error is None and not reply.flags:
+                try:
+                    job = self.v._replay_job(self.pairs[i][0], plan, reply)
+                except Exception as e:  # noqa: BLE001
+                    self.out[i] = _broken(self.pairs[i][0], "replaying the check", e)
+                    return
+                self.held[i] = (reply, wall)
+                self.kinds[self.v.sandbox.submit(job)] = ("replay", i)
+                return
+        self._finish(i, reply, wall)
 
 
 def _transforms(plan: _Plan) -> list[int]:

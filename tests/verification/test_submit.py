@@ -53,3 +53,22 @@ def test_a_submitted_job_survives_a_server_restart():
     finally:
         fs.close()
     assert replies == [0, 1] and "R 0 ok 42" in seen[1] and fs.restarts >= 1
+
+
+def test_a_task_s_recording_its_samples_and_their_replays_run_in_one_batch(monkeypatch):
+    from pathlib import Path
+
+    from evolve.verification import Verifier, load_humaneval, load_pipeline
+
+    repo = Path(__file__).resolve().parents[2]
+    tasks = {t.task_id: t for t in load_humaneval()}
+    rec = tasks["HumanEval/53"]  # random inputs: recorded and replayed
+    plain = tasks["HumanEval/0"]
+    with Verifier(load_pipeline(repo / "verifiers" / "humaneval.toml"), jobs=2) as v:
+        batches = []
+        run_once = v.sandbox._run_once
+        monkeypatch.setattr(v.sandbox, "_run_once", lambda jobs, keep: batches.append(len(jobs)) or run_once(jobs, keep))
+        rs = v.verify_batch([(rec, rec.canonical_solution), (rec, "    return x - y\n"), (plain, plain.canonical_solution)])
+        assert v.plan(rec).check and v.plan(rec).recorded
+    assert [r.passed for r in rs] == [True, False, True], [r.trace for r in rs]
+    assert batches == [2]  # the recording and the plain sample; the rest was submitted into that batch
