@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from evolve.errors import EvolveError
+from evolve.util.text import one_line
 
 DB_HELP = "SQLAlchemy URL or SQLite path (default: $EVOLVE_DB or runs/lineage.db)."
 
@@ -40,7 +41,8 @@ class StatusPrinter:
             self.progress.update(self.task, description=f"gen {index}: {phase}")
             return
         self.progress.advance(self.task)
-        self.console.print(status_line(index, out.metrics, out.prompt, self.previous))
+        # No markup and no wrapping: a proposed lesson's text is in it, and must not style or start a line.
+        self.console.print(status_line(index, out.metrics, out.prompt, self.previous), markup=False, soft_wrap=True)
         self.previous = out.metrics["heldout"]["pass@1"]
 
 
@@ -50,7 +52,7 @@ def challenger_text(m: dict) -> str:
     decision; then the pool size and how many proposals joined it."""
     items = []
     for c in m.get("challengers") or []:
-        added = f" +'{c['added'][:40]}'" if c.get("added") else ""
+        added = f" +'{one_line(c['added'], 40)}'" if c.get("added") else ""  # model text: one escaped line
         p = f" p={c['p']:.4f}/{c['p_threshold']:.4f}" if c.get("p") is not None else ""
         items.append(f"{c['id'][:8]}{added} n={c['n']} Δ={c['mean_diff']:+.3f} "
                      f"[{c['lower']:+.2f},{c['upper']:+.2f}]{p} {c['decision']}")
@@ -64,7 +66,7 @@ def gate_text(m: dict) -> str:
     validation means when it passed the minibatch, and the decision."""
     items = []
     for g in m.get("gate") or []:
-        added = f" +'{g['added'][:40]}'" if g.get("added") else f" {g['kind']}"
+        added = f" +'{one_line(g['added'], 40)}'" if g.get("added") else f" {g['kind']}"
         mb = g["minibatch"]
         text = f"{g['id'][:8]}{added}"
         if g.get("skipped"):
