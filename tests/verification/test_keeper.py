@@ -8,7 +8,7 @@ import select
 import signal
 import time
 
-from evolve.verification.sandbox.server import _await_job
+from evolve.verification.sandbox.keeper import _await_job
 
 
 def _job(seconds: float) -> tuple[int, int]:

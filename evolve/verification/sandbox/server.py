@@ -1,6 +1,6 @@
 """The zygote fork-server. Standard library only.
 
-codec.py + harness.py + this file, concatenated, run as ``python -s -S -B -P -c <boot> <source>
+codec.py + harness.py + jobenv.py + keeper.py + this file, concatenated, run as ``python -s -S -B -P -c <boot> <source>
 <config json>`` (inside bubblewrap by default); never imported by the sandboxed side from the
 package. The server stays tiny (no torch, no numpy) and **never holds any job's data**: it never
 reads a source, an argument or a result. Each of its ``slots`` owns three pipes made by the
@@ -39,6 +39,13 @@ import time
 try:  # as a package module; in the server source these are already defined
     from evolve.verification.sandbox.harness import _on_alarm, run_harness
     from evolve.verification.sandbox.jobenv import _TASKS_MAX, _limit_tasks, _reset_pipes, _sysctl_dir
+    from evolve.verification.sandbox.keeper import (
+        _await_job,
+        _close_except,
+        _group_alive,
+        _kill,
+        _reap_orphans,
+    )
 except ImportError:
     pass
 
@@ -276,48 +283,6 @@ def _keeper(k, cfg, ns, ctl):
     os._exit(code)
 
 
-def _await_job(ctl, pidfd, gen, buf, select, sigkill):
-    """Wait for the job process to end; kill it when the server asks for this ``gen``. True if killed."""
-    import signal
-
-    stopped = False
-    while True:
-        r, _, _ = select([ctl, pidfd], [], [])
-        if pidfd in r:
-            return stopped
-        chunk = os.read(ctl, 4096)
-        if not chunk:  # the server is gone: so is this slot
-            signal.pidfd_send_signal(pidfd, sigkill)
-            os._exit(0)
-        *lines, buf[0] = (buf[0] + chunk).split(b"\n")
-        for line in lines:
-            if line == b"kill %d" % gen and not stopped:
-                stopped = True
-                try:
-                    signal.pidfd_send_signal(pidfd, sigkill)
-                except OSError:
-                    pass
-
-
-def _close_except(keep):
-    lo = 3
-    for fd in sorted(f for f in keep if f >= 3):
-        os.closerange(lo, fd)
-        lo = fd + 1
-    os.closerange(lo, 1 << 16)
-
-
-def _group_alive(pgid):
-    """SIGKILL a process group; True when it still existed (the fallback without a pid namespace)."""
-    import signal
-
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
-
-
 def _ns_available(cfg):
     """Whether a keeper can make a pid namespace per job here (make one, go back, make another, as a
     keeper does) and a job its own other namespaces (probed once, in a throwaway child)."""
@@ -513,38 +478,6 @@ class _Server:
         sig = os.WTERMSIG(st) if os.WIFSIGNALED(st) else None
         self._done(k, code, sig, (ru.ru_utime + ru.ru_stime) if ru else None, False)
         self._spawn(k)
-
-
-def _kill(pid):
-    """SIGKILL a keeper's process group (the keeper and, in a pid namespace, its job) and the keeper;
-    True when the group still existed."""
-    import signal
-
-    alive = False
-    for fn in (os.killpg, os.kill):
-        try:
-            fn(pid, signal.SIGKILL)
-            alive = True
-        except (ProcessLookupError, PermissionError):
-            pass
-    return alive
-
-
-def _reap_orphans(slots):
-    """Reap re-parented grandchildren (the fallback without a pid namespace; we are their subreaper),
-    never one of the slots' own children (those are reaped through their pidfds)."""
-    ours = {s.pid for s in slots}
-    for _ in range(64):
-        try:
-            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return
-        if info is None or info.si_pid in ours:
-            return
-        try:
-            os.waitpid(info.si_pid, os.WNOHANG)
-        except ChildProcessError:
-            return
 
 
 # What candidate code commonly imports (typing alone costs a child ~5 ms). Not random, statistics or
