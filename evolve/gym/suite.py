@@ -61,7 +61,9 @@ def read_suite_toml(path: Path | None) -> tuple[GymParams, dict]:
 
 @functools.lru_cache(maxsize=8)
 def _generate_cached(split: str, seed: int, params: GymParams) -> tuple[Task, ...]:
-    return tuple(generate(split, seed, params))
+    from evolve.gym.cache import cached_tasks
+
+    return tuple(cached_tasks(split, seed, params, lambda: generate(split, seed, params)))
 
 
 def load_gym(split: str = "train", seed: int = 0, n: int | None = None,

@@ -53,7 +53,7 @@ def signflip_pvalue(diffs, margin: float = 0.0) -> float:
 def _signs(n: int) -> np.ndarray:
     """Every sign pattern of n tasks (exact), or beyond ``EXACT_MAX`` a seeded Monte Carlo sample
     (so a decision replays identically)."""
-    return _exact_signs(n) if n <= EXACT_MAX else _mc_signs(n)
+    return _exact_signs(n) if n <= EXACT_MAX else _mc_signs(n).astype(np.float64)
 
 
 @functools.lru_cache(maxsize=EXACT_MAX + 1)
@@ -61,9 +61,11 @@ def _exact_signs(n: int) -> np.ndarray:
     return np.array(list(itertools.product((1.0, -1.0), repeat=n)))
 
 
-@functools.lru_cache(maxsize=4)  # up to 20000 x n floats each: few are kept, the rest are redrawn (seeded)
+@functools.lru_cache(maxsize=32)  # 20000 x n bytes each (int8: 1 MB at n = 48); redrawn (seeded) past 32
 def _mc_signs(n: int) -> np.ndarray:
-    return np.random.default_rng(0).choice((1.0, -1.0), size=(_MC_DRAWS, n))
+    # The same draws as choice((1.0, -1.0)), kept as int8 so that more sizes stay cached: a trial's
+    # n (its non-zero differences) changes at every look, and redrawing cost as much as the test.
+    return np.random.default_rng(0).choice(np.array((1, -1), dtype=np.int8), size=(_MC_DRAWS, n))
 
 
 def gate_passes(proposal: dict[str, float], parent: dict[str, float], alpha: float = 0.2,

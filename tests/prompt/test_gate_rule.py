@@ -45,6 +45,16 @@ def test_pvalue_matches_the_slow_reference():
     assert signflip_pvalue([0.25] * 5) == pytest.approx(1 / 32)  # every task better: the smallest p
 
 
+def test_monte_carlo_pvalue_uses_the_seeded_draws_that_runs_recorded():
+    """Beyond EXACT_MAX tasks the p-value comes from 20,000 seeded sign patterns: the same draws as
+    ``default_rng(0).choice((1.0, -1.0))``, for every size, in any order of sizes (decisions replay)."""
+    rng = np.random.default_rng(3)
+    for n in (17, 40, 17, 23, 61, 40):  # sizes revisited after others: the cache must not change them
+        d = rng.choice([-0.5, -0.25, 0.25, 0.5, 0.75], n).tolist()  # no zeros: all n tasks count
+        ref = np.random.default_rng(0).choice((1.0, -1.0), size=(20000, n)) @ np.abs(d) >= sum(d) - 1e-12
+        assert signflip_pvalue(d) == (1 + ref.sum()) / (1 + ref.size)
+
+
 def test_a_tie_never_passes():
     scores = {f"t{i}": v for i, v in enumerate([0.5, 0.25, 1.0, 0.0])}
     ok, ev = gate_passes(dict(scores), dict(scores), alpha=0.99)
