@@ -60,6 +60,12 @@ def buggy_copy(pristine: Path, rel: str, source: str, dest: Path) -> Path:
     return dest
 
 
+def _fix_lines(diff: str) -> list[str]:
+    """The pristine lines the bug replaced: what guidance must never quote (the leakage audit's list)."""
+    return [ln[1:].strip() for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")
+            and len(ln[1:].strip()) >= 6]
+
+
 def statement(spec: PackageSpec, f2p: list[str], res: RunResult, diff: str) -> str:
     """What a user would report: which tests fail and how (never the fix)."""
     removed = [ln[1:].strip() for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")]
@@ -102,7 +108,8 @@ def _try(spec: PackageSpec, pristine: Path, inj: Injection, passing: set[str], p
     meta = {"package": spec.name, "version": spec.version, "sha256": spec.sha256, "split": spec.split,
             "python_path": spec.python_path, "file": inj.file, "function": inj.function,
             "operator": inj.operator, "line": inj.line, "buggy_source": inj.source, "diff": diff,
-            "fail_to_pass": f2p, "pass_to_pass": p2p, "verify_s": round(time.monotonic() - t0, 3)}
+            "leak_fragments": _fix_lines(diff), "fail_to_pass": f2p, "pass_to_pass": p2p,
+            "verify_s": round(time.monotonic() - t0, 3)}
     task = Task(task_id="", prompt=statement(spec, f2p, first, diff), entry_point="submit", suite=SUITE, meta=meta)
     return task, time.monotonic() - t0
 
