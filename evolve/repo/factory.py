@@ -14,6 +14,7 @@ Departure from SWE-smith: bugs are single AST sites, not LM-rewritten functions 
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import tempfile
@@ -149,6 +150,7 @@ def build(specs: list[PackageSpec], out: Path, params: BuildParams, offline: boo
     """Build every package's tasks into ``out/tasks.jsonl`` and return the report (also ``out/report.json``)."""
     out.mkdir(parents=True, exist_ok=True)
     all_tasks, reports = [], []
+    load0, t0 = [round(x, 2) for x in os.getloadavg()], time.monotonic()
     for spec in specs:
         tasks, rep = build_package(spec, out / "cache", params, offline)
         all_tasks += tasks
@@ -159,7 +161,8 @@ def build(specs: list[PackageSpec], out: Path, params: BuildParams, offline: boo
         for t in all_tasks:
             f.write(json.dumps(t.to_dict(), sort_keys=True) + "\n")
     report = {"seed": params.seed, "params": params.__dict__, "tasks": len(all_tasks),
-              "packages": [r.__dict__ for r in reports]}
+              "build_seconds": round(time.monotonic() - t0, 1), "loadavg_start": load0,
+              "loadavg_end": [round(x, 2) for x in os.getloadavg()], "packages": [r.__dict__ for r in reports]}
     (out / "report.json").write_text(json.dumps(report, indent=1))
     return report
 
