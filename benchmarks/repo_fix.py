@@ -67,6 +67,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=1)
     ap.add_argument("--max-tasks", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--name", default="repo_fix", help="results file name (benchmarks/results/NAME.json)")
     args = ap.parse_args()
     env = load_environment("repo-fix", max_turns=args.turns, repo_tasks=args.tasks_file)
     tasks = env.splits()["heldout"][:args.max_tasks]
@@ -99,7 +100,7 @@ def main() -> None:
                "repo_fix_policy_tokens_per_episode": round(base["policy_tokens_per_episode"], 1),
                "repo_fix_seconds_per_episode": round(base["seconds_per_episode"], 1),
                "repo_fix_guidance_leaks": audit["flagged"], "loadavg_1m": load0[0]}
-    write_results("repo_fix", args=vars(args), results=results, figures=figures)
+    write_results(args.name, args=vars(args), results=results, figures=figures)
     print_figures(figures)
 
 

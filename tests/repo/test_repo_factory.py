@@ -79,3 +79,22 @@ def test_injection_has_the_non_trivial_operators_and_keeps_the_rest_of_the_file(
         changed = [ln for ln in i.diff(src).splitlines() if ln[:1] in "+-" and ln[:3] not in ("+++", "---")]
         assert changed and len(changed) <= 4, i
         assert '"""minicalc: a few small functions' in i.source  # the module docstring is never touched
+
+
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, make_packages_toml):
+    import subprocess
+    import sys
+
+    toml = make_packages_toml(tmp_path)
+    repo = Path(__file__).resolve().parents[2]
+    for args, needle in ((["--packages", str(tmp_path / "missing.toml")], "package list not found"),
+                         (["--packages", str(toml), "--only", "nope"], "unknown package"),
+                         (["--packages", str(toml), "--offline", "--only", "minicalc", "--out", str(tmp_path / "o")],
+                          None)):
+        proc = subprocess.run([sys.executable, "-m", "evolve", "repo-tasks", "build", *args, "--per-package", "0"],
+                              capture_output=True, text=True, cwd=repo, timeout=120)
+        if needle is None:  # a local sdist builds offline (no task asked for: only the baseline runs)
+            assert proc.returncode == 0 and "tasks=0" in proc.stdout, proc.stderr
+            continue
+        assert proc.returncode == 2 and needle in proc.stderr and "Traceback" not in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
