@@ -6,7 +6,8 @@ environment, interpreter flags): the pristine sdist, with the agent's edits to t
 existing source files laid over it. Edits to tests, ``conftest.py``, config files and every new file
 stay in the agent's working copy (where reading and searching see them) and never reach a test run.
 An edit that introduces a grader-facing name (``GRADER_NAMES``: ``os``/``sys``/``_exit``, ``pytest``,
-``skip``, ``sys.modules``, frames, ``environ`` ...) that the pristine file did not have is refused as a
+``skip``, ``sys.modules``, frames, ``environ``, ``getattr``, any dunder ...) that the pristine file did
+not have is refused as a
 hack: package code shares the process with pytest, so this static rule is what keeps it from
 reaching the runner (a real fix restores the pristine code and needs none of them).
 
@@ -45,7 +46,9 @@ GRADER_NAMES = frozenset({
     "__builtins__", "settrace", "setprofile", "environ", "getenv", "ctypes", "subprocess", "signal",
     "atexit", "exec", "eval", "compile", "open", "globals", "locals", "vars", "_getframe", "f_back",
     "f_globals", "f_locals", "evolve_repo_plugin", "EVOLVE_REPO_NONCE", "EVOLVE_REPO_OUT", "faulthandler",
-    "threading", "multiprocessing", "socket", "shutil", "pathlib", "io", "unittest", "mock", "patch"})
+    "threading", "multiprocessing", "socket", "shutil", "pathlib", "io", "unittest", "mock", "patch",
+    "getattr", "setattr", "delattr", "breakpoint", "help", "input", "memoryview", "tb_frame", "gi_frame",
+    "cr_frame", "ag_frame", "f_builtins", "f_code", "exc_info", "exception"})
 INI = "[pytest]\naddopts =\npython_files = test_*.py *_test.py tests.py\n"
 TIMEOUT_S = 60.0
 
@@ -96,7 +99,26 @@ def _names(source: str) -> set[str]:
 
 def grader_names_added(pristine: str, edited: str) -> set[str]:
     """Grader-facing names the edit introduces (absent from the pristine file)."""
-    return (_names(edited) - _names(pristine)) & GRADER_NAMES
+    added = _names(edited) - _names(pristine)
+    added |= {f"import {m}" for m in _imports(edited) - _imports(pristine)}  # no fix needs a new import
+    # A new dunder (``__class__``, ``__subclasses__``, ``__globals__``...) is the way around a name
+    # list: from any object it walks to the interpreter's modules; a fix restores pristine code.
+    return {n for n in added if n in GRADER_NAMES or n.startswith("import ")
+            or (n.startswith("__") and n.endswith("__") and len(n) > 4)}
+
+
+def _imports(source: str) -> set[str]:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            out.update(f"{'.' * node.level}{node.module or ''}:{a.name}" for a in node.names)
+    return out
 
 
 def graded_tree(pristine: Path, work: Path | None, dest: Path) -> str | None:
