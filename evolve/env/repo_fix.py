@@ -156,6 +156,9 @@ class RepoVerifier:
     """The final reward: hidden FAIL_TO_PASS + PASS_TO_PASS on the episode's last state."""
 
     env: RepoFixEnv
+    # What the run records as ``verifier_isolation``: pytest runs in bubblewrap namespaces (read-only
+    # view, no network) WITHOUT the function sandbox's seccomp filter (pytest needs the syscalls).
+    isolation: str = "bwrap (repo-fix pytest view, no seccomp)"
 
     def verify_conversations(self, pairs: list[tuple[Task, list[dict]]]) -> list[VerifyResult]:
         out = []

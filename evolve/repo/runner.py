@@ -174,7 +174,7 @@ def bwrap_argv(tree: Path, runner: Path, out: Path, python_path: list[str]) -> l
     """The view: interpreter + stdlib + /usr read-only, the tree at /repo, the runner at /runner."""
     if not view.have_bwrap():
         raise EvolveError("repo tasks need bubblewrap (bwrap); install it (scripts/setup.sh does as root)")
-    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
+    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--uid", "65534", "--gid", "65534"]
     for top in ("/lib", "/lib64", "/lib32", "/bin"):
         if os.path.islink(top):
             cmd += ["--symlink", os.readlink(top), top]
