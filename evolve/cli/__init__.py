@@ -31,7 +31,7 @@ app = typer.Typer(
 )
 
 _AREAS = ("lineage_cmds", "verify_cmds", "bootstrap_cmds", "policy_cmds", "prompt_cmds", "loop_cmds",
-          "serve_cmds", "ui_cmds", "export_cmds")
+          "serve_cmds", "ui_cmds", "export_cmds", "repo_cmds")
 
 
 def _register_all() -> None:

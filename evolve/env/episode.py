@@ -66,9 +66,10 @@ def observation_hash(messages: list[dict]) -> str:
 
 
 def _continue_episodes(env, policy, verifier, by_id: dict[str, Task], rollouts: list[Rollout], seed: int) -> None:
+    anchor = _anchor(env, by_id)
     for r in rollouts:  # turn 1, as sampled above
         span = (0, len(r.completion_ids)) if r.completion_ids else None
-        r.turns = [Turn("assistant", r.completion, observation_hash=observation_hash(r.messages), token_span=span)]
+        r.turns = [Turn("assistant", r.completion, observation_hash=anchor(r.task_id, r.messages), token_span=span)]
         r.completion_mask = [1] * len(r.completion_ids)
     live = list(rollouts)
     for turn in range(1, env.max_turns + 1):
@@ -85,11 +86,20 @@ def _continue_episodes(env, policy, verifier, by_id: dict[str, Task], rollouts: 
         convs = [conversation(r) for r in going]
         samples = policy.generate(convs, n=1, seed=(seed * 31 + turn) % (2**31 - 1))
         for r, conv, (s,) in zip(going, convs, samples, strict=True):
-            _append_policy_turn(r, conv, s)
+            _append_policy_turn(r, conv, s, anchor(r.task_id, conv))
         live = going
 
 
-def _append_policy_turn(r: Rollout, conv: list[dict], s) -> None:
+def _anchor(env, by_id: dict[str, Task]):
+    """GiGPO's anchor state of a turn: the environment's own state hash when it has one (repo-fix:
+    the working copy's content), else the conversation the policy acted on."""
+    state_hash = getattr(env, "state_hash", None)
+    if state_hash is None:
+        return lambda _task_id, conv: observation_hash(conv)
+    return lambda task_id, conv: state_hash(by_id[task_id], conv)
+
+
+def _append_policy_turn(r: Rollout, conv: list[dict], s, anchor_hash: str | None = None) -> None:
     """Splice a later turn's sample into the rollout's token stream (environment tokens masked)."""
     start = None
     if r.prompt_ids or s.prompt_ids:
@@ -106,7 +116,7 @@ def _append_policy_turn(r: Rollout, conv: list[dict], s) -> None:
         r.completion_mask += [1] * len(s.completion_ids)
         r.logprobs += list(s.logprobs)
     span = (start, len(r.completion_ids)) if start is not None else None
-    r.turns.append(Turn("assistant", s.text, observation_hash=observation_hash(conv), token_span=span))
+    r.turns.append(Turn("assistant", s.text, observation_hash=anchor_hash or observation_hash(conv), token_span=span))
     r.completion, r.truncated = s.text, bool(s.truncated)
 
 
@@ -129,7 +139,10 @@ def verify(verifier: Verifying, tasks_by_id: dict[str, Task], rollouts: list[Rol
            random_seed: int | None) -> None:
     """Attach verdicts (the final reward). With ``random_seed`` the learning reward is Bernoulli(0.5)
     (the control); the verdict itself (and so held-out scores and reflection traces) stays real."""
-    results = verifier.verify_batch([(tasks_by_id[r.task_id], r.completion) for r in rollouts])
+    if hasattr(verifier, "verify_conversations"):  # a repository episode is judged on its whole transcript
+        results = verifier.verify_conversations([(tasks_by_id[r.task_id], conversation(r)) for r in rollouts])
+    else:
+        results = verifier.verify_batch([(tasks_by_id[r.task_id], r.completion) for r in rollouts])
     for r, res in zip(rollouts, results, strict=True):
         r.result = res
         if random_seed is not None and r.purpose != "heldout":

@@ -41,6 +41,15 @@ for _name, _base in list(ENVIRONMENTS.items()):
     ENVIRONMENTS[f"{_name}-repair"] = _repair(_base)
 
 
+def _repo_fix(**options) -> Environment:
+    from evolve.env.repo_fix import load_environment as repo_fix  # lazy: only runs that use it pay
+
+    return repo_fix(**options)
+
+
+ENVIRONMENTS["repo-fix"] = _repo_fix
+
+
 def register(name: str, factory: Factory) -> None:
     """Add a built-in name (plugins may call this; ``load_environment`` by path needs no registration)."""
     ENVIRONMENTS[name] = factory

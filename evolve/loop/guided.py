@@ -39,7 +39,7 @@ from evolve.env.episode import observation_hash  # GiGPO's anchor: the conversat
 from evolve.rollout import Rollout
 from evolve.verification.types import Task, VerifyResult
 
-SOURCES = ("errors", "visible_diff", "lessons")
+SOURCES = ("errors", "visible_diff", "lessons", "location")
 PUBLIC_STAGES = ("compile", "visible")  # stages whose failures only quote what the task shows
 _DIFF_KINDS = ("WrongAnswer", "TypeMismatch")
 MAX_ITEMS = 3  # lines per source: small models have small contexts
@@ -73,6 +73,13 @@ def error_lines(results: Sequence[VerifyResult | None]) -> list[str]:
     return _dedupe(out)
 
 
+def location_lines(results: Sequence[VerifyResult | None]) -> list[str]:
+    """Agent-RLVR's fault location (file and function, never the fix): the ``location`` stage a
+    repository verifier records (``evolve/env/repo_fix.py``); other verifiers have none."""
+    out = [s.trace for res in results for s in (res.stages if res else []) if s.name == "location" and s.trace]
+    return _dedupe([f"the fault is in {t}" for t in out])
+
+
 def diff_lines(results: Sequence[VerifyResult | None]) -> list[str]:
     out = []
     for res in results:
@@ -98,6 +105,7 @@ def build_guidance(sources: Sequence[str], failed: Sequence[Rollout], lessons: S
         "errors": ("Errors in earlier attempts:", error_lines(results)),
         "visible_diff": ("Examples earlier attempts got wrong:", diff_lines(results)),
         "lessons": ("Lessons:", _dedupe([ln.strip() for ln in lessons])),
+        "location": ("Where to look:", location_lines(results)),
     }
     blocks, used = [], []
     for s in sources:
@@ -165,6 +173,10 @@ def hidden_fragments(task: Task, min_chars: int = MIN_CHARS) -> set[str]:
         frags.add(_norm(f"{task.entry_point}({', '.join(repr(a) for a in t.inputs)})"))
         for v in (*t.inputs, t.expected):
             frags |= _value_forms(v)
+    # Repository tasks: the lines the injected bug replaced (the fix) are hidden content too.
+    diff = str(task.meta.get("diff", ""))
+    fixed = task.meta.get("leak_fragments") or [ln[1:] for ln in diff.splitlines() if ln[:1] == "-" and ln[:3] != "---"]
+    frags |= {_norm(f) for f in fixed}
     return {f for f in frags if len(f) >= min_chars and f not in public}
 
 

@@ -70,7 +70,8 @@ def guided_retries(env, policy, verifier, candidate, groups: list[list[Rollout]]
         msgs = env.first_messages(candidate.components, task)
         text, ids = encode_prompt(tokenizer, msgs)
         mine = [r for r in retries if r.task_id == task.task_id]
-        plain = [as_unguided(r, msgs, text, list(ids), guidance[task.task_id].sources) for r in mine]
+        plain = [as_unguided(r, msgs, text, list(ids), guidance[task.task_id].sources, **_rehash(env, task))
+                 for r in mine]
         out.append(retry_group(group, plain))
     guided_pass1 = sum(r.passed for r in retries) / len(retries) if retries else 0.0
     audit = leakage_audit([(t, guidance[t.task_id].text) for t in tasks], heldout_pass1_unguided=None,
@@ -96,3 +97,10 @@ def guided_update_groups(ctx, prompt, groups: list[list[Rollout]], seed: int, we
     out.metrics["guided"] = {**g.audit, "groups": len(g.groups), "retries": len(g.retries),
                              "rescued_groups": sum(any(r.passed for r in grp) for grp in g.groups)}
     return g.groups
+
+
+def _rehash(env, task: Task) -> dict:
+    """An environment with its own anchor (repo-fix: the working copy's content) keeps it for the
+    unguided retries too; others re-hash the unguided conversation."""
+    state_hash = getattr(env, "state_hash", None)
+    return {} if state_hash is None else {"rehash": lambda conv: state_hash(task, conv)}

@@ -21,7 +21,7 @@ SUITES = ("tiny-coder", "tiny-coder-hard", "tiny-coder-chat", "humaneval", "huma
 
 
 def test_every_suite_and_its_repair_episode_is_registered():
-    assert set(ENVIRONMENTS) == set(SUITES) | {f"{s}-repair" for s in SUITES}
+    assert set(ENVIRONMENTS) == set(SUITES) | {f"{s}-repair" for s in SUITES} | {"repo-fix"}
     for name in ("tiny-coder-hard", "humaneval-chat-repair"):
         env = load_environment(name, split_seed=0, heldout_fraction=0.25, max_turns=2)
         assert isinstance(env, Environment) and env.name == name

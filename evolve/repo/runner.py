@@ -1,0 +1,263 @@
+"""One sandboxed pytest run of a repository copy: the graded tree, the bubblewrap view, the outcomes.
+
+The graded tree (``graded_tree``) is what EVERY test run sees, the agent's own runs and the hidden
+final run alike, so package code cannot tell the grader from a practice run (same paths, command,
+environment, interpreter flags): the pristine sdist, with the agent's edits to the package's own
+existing source files laid over it. Edits to tests, ``conftest.py``, config files and every new file
+stay in the agent's working copy (where reading and searching see them) and never reach a test run.
+An edit that introduces a grader-facing name (``GRADER_NAMES``: ``os``/``sys``/``_exit``, ``pytest``,
+``skip``, ``sys.modules``, frames, ``environ``, ``getattr``, any dunder ...) that the pristine file did
+not have is refused as a
+hack: package code shares the process with pytest, so this static rule is what keeps it from
+reaching the runner (a real fix restores the pristine code and needs none of them).
+
+The view (``bwrap_argv``): the interpreter and its standard library, pytest and its few dependencies
+and the results plugin, all read-only; the graded tree at ``/repo`` (a throwaway copy); an empty
+``/tmp``; no network (``--unshare-all``); no project, venv, task file or sdist cache.
+Runner configuration the agent cannot touch: ``-c`` an ini outside the tree, ``--rootdir /repo``,
+``-p no:cacheprovider``, ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``, ``PYTHONDONTWRITEBYTECODE=1``, a fresh
+nonce per run, and a run counts only with the plugin's closing line (``pytest_plugin.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evolve.errors import EvolveError
+from evolve.verification.sandbox import view
+
+PLUGIN = Path(__file__).with_name("pytest_plugin.py")
+RUNNER_DISTS = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py.py")
+CONFIG_FILES = {"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "setup.py",
+                "sitecustomize.py", "usercustomize.py", "__main__.py"}
+GRADER_NAMES = frozenset({
+    "os", "sys", "_exit", "exit", "quit", "abort", "kill", "pytest", "_pytest", "pluggy", "skip", "xfail",
+    "skipif", "importorskip", "modules", "gc", "inspect", "importlib", "__import__", "builtins",
+    "__builtins__", "settrace", "setprofile", "environ", "getenv", "ctypes", "subprocess", "signal",
+    "atexit", "exec", "eval", "compile", "open", "globals", "locals", "vars", "_getframe", "f_back",
+    "f_globals", "f_locals", "evolve_repo_plugin", "EVOLVE_REPO_NONCE", "EVOLVE_REPO_OUT", "faulthandler",
+    "threading", "multiprocessing", "socket", "shutil", "pathlib", "io", "unittest", "mock", "patch",
+    "getattr", "setattr", "delattr", "breakpoint", "help", "input", "memoryview", "tb_frame", "gi_frame",
+    "cr_frame", "ag_frame", "f_builtins", "f_code", "exc_info", "exception"})
+INI = "[pytest]\naddopts =\npython_files = test_*.py *_test.py tests.py\n"
+TIMEOUT_S = 60.0
+
+
+@dataclass
+class RunResult:
+    """Outcomes by node id; ``complete`` only when the plugin's closing line with the nonce arrived."""
+
+    outcomes: dict[str, str] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)  # node id -> the assertion output
+    complete: bool = False
+    exit_code: int | None = None
+    output: str = ""
+    seconds: float = 0.0
+    hack: str | None = None
+
+    def passed(self, node_id: str) -> bool:
+        return self.complete and self.outcomes.get(node_id) == "passed"
+
+
+def is_test_path(rel: str) -> bool:
+    """Tests, conftest and config files: always pristine in a graded run."""
+    parts = Path(rel).parts
+    name = parts[-1]
+    return (name in CONFIG_FILES or name.startswith("test_") or name.endswith("_test.py")
+            or any(p in ("tests", "test", "testing") for p in parts[:-1]))
+
+
+def _names(source: str) -> set[str]:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            out.add(node.attr)
+        elif isinstance(node, ast.alias):
+            out.update(node.name.split("."))
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.update(node.module.split("."))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out.update(w for w in node.value.replace(".", " ").split() if w in GRADER_NAMES)
+    return out
+
+
+def grader_names_added(pristine: str, edited: str) -> set[str]:
+    """Grader-facing names the edit introduces (absent from the pristine file)."""
+    added = _names(edited) - _names(pristine)
+    added |= {f"import {m}" for m in _imports(edited) - _imports(pristine)}  # no fix needs a new import
+    # A new dunder (``__class__``, ``__subclasses__``, ``__globals__``...) is the way around a name
+    # list: from any object it walks to the interpreter's modules; a fix restores pristine code.
+    return {n for n in added if n in GRADER_NAMES or n.startswith("import ")
+            or (n.startswith("__") and n.endswith("__") and len(n) > 4)}
+
+
+def _imports(source: str) -> set[str]:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            out.update(f"{'.' * node.level}{node.module or ''}:{a.name}" for a in node.names)
+    return out
+
+
+def graded_tree(pristine: Path, work: Path | None, dest: Path) -> str | None:
+    """Build the tree test runs see at ``dest``; returns a hack description or None."""
+    shutil.copytree(pristine, dest, symlinks=False)
+    if work is None:
+        return None
+    for path in sorted(work.rglob("*.py")):
+        rel = path.relative_to(work).as_posix()
+        orig = pristine / rel
+        if path.is_symlink() or not orig.is_file() or is_test_path(rel):
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        base = orig.read_text(encoding="utf-8")
+        if text == base:
+            continue
+        added = grader_names_added(base, text)
+        if added:
+            return f"hack: the edit of {rel} introduces {', '.join(sorted(added))} (grader-facing names are refused)"
+        (dest / rel).write_text(text, encoding="utf-8")
+    return None
+
+
+def _runner_dir(root: Path) -> Path:
+    """A read-only folder for the sandbox: pytest's packages (bound) and the results plugin (copied)."""
+    site = root / "site"
+    site.mkdir(parents=True)
+    shutil.copyfile(PLUGIN, site / "evolve_repo_plugin.py")
+    (root / "pytest.ini").write_text(INI)
+    for src, dst in _runner_binds():  # mount points must exist: the folder is read-only in the view
+        point = site / Path(dst).name
+        point.mkdir() if Path(src).is_dir() else point.touch()
+    return site
+
+
+def _runner_binds() -> list[tuple[str, str]]:
+    binds = []
+    for name in RUNNER_DISTS:
+        spec = importlib.util.find_spec(name.removesuffix(".py"))
+        if spec is None or spec.origin is None:
+            if name in ("pytest", "_pytest", "pluggy"):
+                raise EvolveError(f"repo tasks need {name} installed in the interpreter that runs evolve")
+            continue
+        src = Path(spec.origin).parent if spec.submodule_search_locations else Path(spec.origin)
+        binds.append((str(src), f"/runner/site/{src.name}"))
+    return binds
+
+
+def bwrap_argv(tree: Path, runner: Path, out: Path, python_path: list[str]) -> list[str]:
+    """The view: interpreter + stdlib + /usr read-only, the tree at /repo, the runner at /runner."""
+    if not view.have_bwrap():
+        raise EvolveError("repo tasks need bubblewrap (bwrap); install it (scripts/setup.sh does as root)")
+    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--uid", "65534", "--gid", "65534"]
+    for top in ("/lib", "/lib64", "/lib32", "/bin"):
+        if os.path.islink(top):
+            cmd += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top) and top != "/bin":
+            cmd += ["--ro-bind", top, top]
+    cmd += ["--ro-bind", "/usr", "/usr"]
+    binds, masks = view._python_paths()
+    for p in binds:
+        cmd += ["--ro-bind", p, p]
+    for p in masks:
+        cmd += ["--tmpfs", p]
+    if os.path.exists("/etc/ld.so.cache"):
+        cmd += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    cmd += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--ro-bind", str(runner), "/runner"]
+    for src, dst in _runner_binds():
+        cmd += ["--ro-bind", src, dst]
+    cmd += ["--bind", str(tree), "/repo", "--bind", str(out), "/out", "--chdir", "/repo"]
+    env = {"PYTHONPATH": ":".join(["/runner/site", *python_path]), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "HOME": "/tmp", "LANG": "C.UTF-8",
+           "EVOLVE_REPO_OUT": "/out/results.jsonl"}
+    for k, v in env.items():
+        cmd += ["--setenv", k, v]
+    return cmd
+
+
+def pytest_argv(selection: list[str]) -> list[str]:
+    """The runner command (identical for the agent's runs and the hidden run of the same selection)."""
+    return [view.interpreter(), "-s", "-B", "-m", "pytest", "-p", "evolve_repo_plugin", "-p", "no:cacheprovider",
+            "-c", "/runner/pytest.ini", "--rootdir", "/repo", "-q", "-rN", "--tb=short", "--color=no",
+            "-o", "console_output_style=classic", *selection]
+
+
+def run_tests(pristine: Path, work: Path | None, selection: list[str], python_path: list[str],
+              timeout_s: float = TIMEOUT_S) -> RunResult:
+    """Run ``selection`` (node ids or files) on the graded tree of ``work`` (None: pristine)."""
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="evolve-repo-run-") as tmp:
+        root = Path(tmp)
+        tree, runner, out = root / "repo", root / "runner", root / "out"
+        hack = graded_tree(pristine, work, tree)
+        if hack:
+            return RunResult(output=hack, hack=hack, seconds=time.monotonic() - t0)
+        _runner_dir(runner)
+        out.mkdir()
+        nonce = secrets.token_hex(16)
+        argv = bwrap_argv(tree, runner, out, python_path) + ["--setenv", "EVOLVE_REPO_NONCE", nonce, "--"]
+        try:
+            proc = subprocess.run(argv + pytest_argv(selection), capture_output=True, timeout=timeout_s,
+                                  stdin=subprocess.DEVNULL)
+            output = (proc.stdout + proc.stderr).decode("utf-8", "replace")
+            code: int | None = proc.returncode
+        except subprocess.TimeoutExpired as e:
+            output = ((e.stdout or b"") + (e.stderr or b"")).decode("utf-8", "replace") + "\n[timed out]"
+            code = None
+        res = _parse(out / "results.jsonl", nonce)
+    res.exit_code, res.output, res.seconds = code, output, time.monotonic() - t0
+    if code not in (0, 1, 5):  # 2 interrupted, 3 internal error, 4 usage error, None killed, else: a forced exit
+        res.complete = False
+    return res
+
+
+def _parse(path: Path, nonce: str) -> RunResult:
+    res = RunResult()
+    if not path.exists():
+        return res
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        stamp, _, rest = line.partition(" ")
+        kind, _, payload = rest.partition(" ")
+        if stamp != nonce:
+            continue
+        if kind == "END":
+            res.complete = True
+            continue
+        try:
+            row = json.loads(payload)
+        except ValueError:
+            continue
+        if kind == "R":
+            prev = res.outcomes.get(row["id"])
+            if prev in (None, "passed"):  # a failed setup/teardown outranks a passed call
+                res.outcomes[row["id"]] = row["outcome"]
+            if row["text"]:
+                res.failures.setdefault(row["id"], row["text"])
+        elif kind == "C":
+            res.failures.setdefault(row["id"], row["text"])
+    return res
