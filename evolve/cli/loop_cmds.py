@@ -56,7 +56,8 @@ def challenger_text(m: dict) -> str:
                      f"[{c['lower']:+.2f},{c['upper']:+.2f}]{p} {c['decision']}")
     joined = m.get("accepted", 0)
     head = "; ".join(items) if items else "no challenger sampled"
-    return f"challengers: {head} (pool {len(m.get('pool') or [])}, +{joined} new)"
+    new = "".join(f" '{t[:60]}'" for t in m.get("new_lessons") or [] if t)
+    return f"challengers: {head} (pool {len(m.get('pool') or [])}, +{joined} new{':' + new if new else ''})"
 
 
 def gate_text(m: dict) -> str:
