@@ -247,6 +247,63 @@ def _score_reply(gym, d: int, prompt_name: str, reply: dict, records: list[dict]
     return rows
 
 
+def _he_records(db: str) -> list[dict]:
+    """Failing rollouts of a humaneval-chat run (its lineage) as reflective-dataset records."""
+    import sqlite3
+
+    from evolve.gym.chat import load_chat_suite
+    from evolve.prompt.reflective_dataset import truncate
+
+    tasks = {t.task_id: t for part in load_chat_suite("humaneval-chat", 0, 0.25).values() for t in part}
+    con = sqlite3.connect(db)
+    rows = con.execute("select task_id, completion, error_class, trace from rollout where passed = 0 "
+                       "and purpose = 'train' order by id").fetchall()
+    con.close()
+    return [{"task_id": tid, "passed": False, "inputs": truncate(tasks[tid].prompt, 600),
+             "output": truncate(out, 600), "feedback": truncate(f"{err}: {trace}", 300)}
+            for tid, out, err, trace in rows]
+
+
+def stage_variants_he(args) -> None:
+    """The same two prompts on HumanEval failures of the 0.5B (from ``--source-db``, a qwen-humaneval run):
+    which drafts pass, which restate a task. No held-out effect (scoring each draft with the 0.5B is
+    beyond this machine)."""
+    from evolve.prompt.reflect.lm_rule import RULE_MAX_TOKENS, pick_records, render_rule_prompt
+    from evolve.prompt.reflective_dataset import ReflectiveDataset
+
+    records = pick_records(_he_records(args.source_db))
+    system = "You are an expert Python programmer. Complete the function so that it satisfies its docstring."
+    rows = []
+    for d in range(0, min(len(records), 8 * args.datasets), 8):
+        recs = records[d:d + 8]
+        groups = [{"signature": e, "count": sum(r["feedback"].startswith(e) for r in recs)}
+                  for e in sorted({r["feedback"].split(":")[0] for r in recs})]
+        ds = ReflectiveDataset(groups, recs, len(recs), len(recs))
+        prompts = {"rewrite": rewrite_messages("lessons", "", ds),
+                   "rule": [{"role": "user", "content": render_rule_prompt(system, recs, groups, len(recs), len(recs))}]}
+        for name, messages in prompts.items():
+            reply = _ask(args.model, args.api_base, messages, args.drafts,
+                         200 if name == "rewrite" else RULE_MAX_TOKENS, d)
+            print(f"# humaneval dataset {d // 8} {name}: {reply['seconds']} s, load {reply['load'][0]}", flush=True)
+            for variant in (["rewrite"] if name == "rewrite" else ["rule-raw", "rule"]):
+                for i, t in enumerate(_variant_texts(variant, reply, recs)):
+                    rows.append({"dataset": d // 8, "variant": variant, "draft": i, **t,
+                                 "reply": reply["choices"][i]["content"], "seconds": reply["seconds"],
+                                 "load": reply["load"], "tasks": sorted({r["task_id"] for r in recs})})
+                    print(f"#   {variant}[{i}] {json.dumps(t['text'] or t['why'])[:160]}", flush=True)
+    figs = {}
+    for v in ("rewrite", "rule-raw", "rule"):
+        rs = [r for r in rows if r["variant"] == v]
+        names = set()
+        for r in records:
+            names |= set(re.findall(r"def (\w+)\(", r["inputs"]))
+        figs[f"{v.replace('-', '_')}_drafts"] = len(rs)
+        figs[f"{v.replace('-', '_')}_accepted"] = sum(bool(r["text"]) for r in rs)
+        figs[f"{v.replace('-', '_')}_names_a_task_function"] = sum(
+            bool(r["text"]) and any(n in r["text"] for n in names) for r in rs)
+    _write("humaneval_variants", args, {"rows": rows, "source_db": args.source_db}, figs)
+
+
 def _variant_figures(rows: list[dict], base: dict, boundary: dict) -> dict:
     figs = {"seed_pass_at_1": base["pass@1"], "boundary_lesson_pass_at_1": boundary["pass@1"]}
     for v in ("rewrite", "rule-raw", "rule"):
@@ -267,7 +324,8 @@ def _variant_figures(rows: list[dict], base: dict, boundary: dict) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--stage", choices=["variants", "loop"], required=True)
+    ap.add_argument("--stage", choices=["variants", "variants-humaneval", "loop"], required=True)
+    ap.add_argument("--source-db", help="variants-humaneval: a qwen-humaneval run's lineage (SQLite file)")
     ap.add_argument("--api-base", default="http://127.0.0.1:8011/v1")
     ap.add_argument("--model", default="openai/qwen2.5-coder-1.5b-instruct")
     ap.add_argument("--datasets", type=int, default=4, help="reflective datasets (seeded sets of 8 train tasks)")
@@ -284,6 +342,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.stage == "variants":
         stage_variants(args)
+    elif args.stage == "variants-humaneval":
+        stage_variants_he(args)
     else:
         from reflector_lm_loop import stage_loop
 

@@ -115,8 +115,6 @@ class InGroup:
                     ev.resolve(weak, index, evidence_rule(self.sel))
                     out.metrics.setdefault("evicted", []).append(weak.id)
             admitted = ev.admit(p, index)
-            if admitted:  # the lines reflection just wrote, for the status line (an LM's rules are the news)
-                out.metrics.setdefault("new_lessons", []).append(" / ".join(ev.added_lessons(p.candidate, p.parents))[:120])
             out.proposals.append({"proposal": p, "accepted": admitted, "minibatch": None, "parent_minibatch": None,
                                   "meta": {"selection": "in_group", "admitted_to_pool": admitted}})
 
