@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from results_io import RESULTS_DIR, machine_facts, print_figures, write_results  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: no fetch of litellm's price list
 SEED_SYSTEM = "Write a Python function that solves the task."
 BOUNDARY = "Include the boundary value k."
 # The comparator: the project's former LM-reflector prompt (GEPA-style: rewrite the whole component from
@@ -130,7 +131,11 @@ class Gym:
         from evolve.policy import PolicySpec, load_policy
         from evolve.verification import Verifier
 
-        self.policy = load_policy(PolicySpec.from_toml(REPO / policy))
+        # "teacher": the gym's imperfect teacher writes the failing traces (the bugs the default model
+        # inherited, at the bootstrap's rates); no model needed. Scoring a lesson still needs the policy.
+        self.teacher = policy == "teacher"
+        self._policy_path = "policies/tiny-coder.toml" if self.teacher else policy
+        self._policy = None if self.teacher else load_policy(PolicySpec.from_toml(REPO / policy))
         self.train = load_tier("hard", load_gym("train"))
         held = load_tier("hard", load_gym("heldout"))
         self.heldout = [held[i] for i in sorted(random.Random(seed).sample(range(len(held)), min(heldout, len(held))))]
@@ -138,14 +143,44 @@ class Gym:
         self.cache: dict[str, dict] = {}
         self.seed = seed
 
+    @property
+    def policy(self):
+        if self._policy is None:
+            from evolve.policy import PolicySpec, load_policy
+
+            self._policy = load_policy(PolicySpec.from_toml(REPO / self._policy_path))
+        return self._policy
+
     def rollouts(self, tasks, samples: int, seed: int):
         from evolve.env.episode import collect, verify
         from evolve.env.suites import SuiteEnv
         from evolve.policy.evaluate import _Prompt
 
+        if self.teacher:
+            return self._teacher_rollouts(tasks, samples, seed)
         env = SuiteEnv("tasks", lambda: {"train": tasks})
         rolls = collect(env, self.policy, _Prompt({"system": SEED_SYSTEM, "lessons": ""}), tasks, samples, seed,
                         "train", "", self.verifier)
+        verify(self.verifier, {t.task_id: t for t in tasks}, rolls, None)
+        return rolls
+
+    def _teacher_rollouts(self, tasks, samples: int, seed: int):
+        from evolve.env.episode import verify
+        from evolve.env.render import render_messages
+        from evolve.gym.teacher import teacher_solution
+        from evolve.policy.tiny import BootstrapConfig
+        from evolve.rollout import Rollout
+
+        cfg = BootstrapConfig.preset("default")
+        rates = {"CMP": cfg.bug_cmp, "DIV": cfg.bug_div, "EMPTY": cfg.bug_empty, "OFF1": cfg.bug_off1}
+        rng = random.Random(seed)
+        comps = {"system": SEED_SYSTEM, "lessons": ""}
+        rolls = []
+        for g, t in enumerate(tasks):
+            messages = render_messages(comps, t)
+            for i in range(samples):
+                code, _bugs = teacher_solution(t, rng, SEED_SYSTEM, rates)
+                rolls.append(Rollout(t.task_id, g, i, "seed", "teacher", messages, "", code))
         verify(self.verifier, {t.task_id: t for t in tasks}, rolls, None)
         return rolls
 
@@ -223,10 +258,10 @@ def stage_variants(args) -> None:
                 reply = cache[key]
                 print(f"# dataset {d} {prompt_name}: {reply['seconds']} s, load {reply['load'][0]}", flush=True)
                 if not args.replies_only:
-                    rows += _score_reply(gym, d, prompt_name, reply, records)
+                    rows += _score_reply(gym if not args.no_score else None, d, prompt_name, reply, records)
         if args.replies_only:
             return
-        base, boundary = gym.score(""), gym.score(BOUNDARY)
+        base, boundary = (None, None) if args.no_score else (gym.score(""), gym.score(BOUNDARY))
     finally:
         gym.close()
     _write("variants", args, {"rows": rows, "seed_prompt": base, "boundary_lesson": boundary,
@@ -239,7 +274,7 @@ def _score_reply(gym, d: int, prompt_name: str, reply: dict, records: list[dict]
         for i, t in enumerate(_variant_texts(variant, reply, records)):
             row = {"dataset": d, "variant": variant, "draft": i, **t, "reply": reply["choices"][i]["content"],
                    "seconds": reply["seconds"], "load": reply["load"]}
-            if t["text"]:
+            if t["text"] and gym is not None:
                 row["heldout"] = gym.score(t["text"])
             rows.append(row)
             print(f"#   {variant}[{i}] {json.dumps(t['text'] or t['why'])[:140]} "
@@ -304,21 +339,28 @@ def stage_variants_he(args) -> None:
     _write("humaneval_variants", args, {"rows": rows, "source_db": args.source_db}, figs)
 
 
-def _variant_figures(rows: list[dict], base: dict, boundary: dict) -> dict:
-    figs = {"seed_pass_at_1": base["pass@1"], "boundary_lesson_pass_at_1": boundary["pass@1"]}
+def _variant_figures(rows: list[dict], base: dict | None, boundary: dict | None) -> dict:
+    from evolve.gym.notes import NOTES
+
+    figs = {"seed_pass_at_1": base["pass@1"], "boundary_lesson_pass_at_1": boundary["pass@1"]} if base else {}
+    notes = {n.lower() for n in NOTES.values()}
     for v in ("rewrite", "rule-raw", "rule"):
         rs = [r for r in rows if r["variant"] == v]
         texts = [r for r in rs if r["text"]]
-        deltas = [r["heldout"]["pass@1"] - base["pass@1"] for r in texts]
+        deltas = [r["heldout"]["pass@1"] - base["pass@1"] for r in texts if base and "heldout" in r]
         key = v.replace("-", "_")
         figs[f"{key}_drafts"] = len(rs)
         figs[f"{key}_accepted"] = len(texts)
-        figs[f"{key}_mean_delta_points"] = round(100 * sum(deltas) / len(deltas), 2) if deltas else 0.0
-        figs[f"{key}_best_delta_points"] = round(100 * max(deltas), 2) if deltas else 0.0
-        figs[f"{key}_helps"] = sum(d >= NOTHING for d in deltas)
-        figs[f"{key}_hurts"] = sum(d <= -NOTHING for d in deltas)
-        figs[f"{key}_changes_nothing"] = sum(abs(d) < NOTHING for d in deltas)
+        if base:  # scored: each accepted draft's held-out effect on the tiny model
+            figs[f"{key}_mean_delta_points"] = round(100 * sum(deltas) / len(deltas), 2) if deltas else 0.0
+            figs[f"{key}_best_delta_points"] = round(100 * max(deltas), 2) if deltas else 0.0
+            figs[f"{key}_helps"] = sum(d >= NOTHING for d in deltas)
+            figs[f"{key}_hurts"] = sum(d <= -NOTHING for d in deltas)
+            figs[f"{key}_changes_nothing"] = sum(abs(d) < NOTHING for d in deltas)
         figs[f"{key}_boundary_found"] = sum(BOUNDARY.lower() in (r["text"] or "").lower() for r in rs)
+        # the gym's teacher follows a note only as a whole line: these are the lines that can switch a bug off
+        figs[f"{key}_a_note_line"] = sum(any(ln.strip().lower() in notes for ln in (r["text"] or "").splitlines())
+                                         for r in rs)
     return figs
 
 
@@ -335,6 +377,7 @@ def main() -> None:
     ap.add_argument("--policy", default="policies/tiny-coder.toml", help="the gym's policy (a dry run: tiny-coder-ci)")
     ap.add_argument("--seeds", default="0,1", help="loop stage: run seeds")
     ap.add_argument("--replies-only", action="store_true", help="variants stage: collect the LM replies only")
+    ap.add_argument("--no-score", action="store_true", help="variants stage: no held-out scoring of the drafts")
     ap.add_argument("--budget", type=int, default=None, help="loop stage: learning rollouts per run "
                     "(default: configs/ablation.toml's 1024)")
     ap.add_argument("--arms", default="offline,lm", help="loop stage: which reflectors to run")
