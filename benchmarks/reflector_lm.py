@@ -204,7 +204,7 @@ def _ask(model: str, api_base: str, messages: list[dict], n: int, max_tokens: in
 
     t0 = time.perf_counter()
     resp = litellm.completion(model=model, api_base=api_base, api_key="sk-local", messages=messages, n=n,
-                              temperature=0.7, max_tokens=max_tokens, seed=seed, timeout=900, num_retries=0)
+                              temperature=0.7, max_tokens=max_tokens, seed=seed, timeout=1800, num_retries=0)
     return {"seconds": round(time.perf_counter() - t0, 1), "load": [round(x, 2) for x in os.getloadavg()],
             "choices": [{"content": c.message.content, "finish_reason": c.finish_reason} for c in resp.choices],
             "usage": {"prompt": resp.usage.prompt_tokens, "completion": resp.usage.completion_tokens}}
@@ -248,6 +248,8 @@ def stage_variants(args) -> None:
                        "rule": [{"role": "user", "content": render_rule_prompt(
                            SEED_SYSTEM, records, ds.groups, ds.n_failures, ds.n_rollouts)}]}
             for prompt_name, messages in prompts.items():
+                if prompt_name not in args.prompts.split(","):
+                    continue
                 key = f"{args.seed}/{d}/{prompt_name}/{args.drafts}"
                 if key not in cache or cache[key]["messages"] != messages:
                     cache[key] = {"messages": messages, **_ask(
@@ -377,6 +379,7 @@ def main() -> None:
     ap.add_argument("--policy", default="policies/tiny-coder.toml", help="the gym's policy (a dry run: tiny-coder-ci)")
     ap.add_argument("--seeds", default="0,1", help="loop stage: run seeds")
     ap.add_argument("--replies-only", action="store_true", help="variants stage: collect the LM replies only")
+    ap.add_argument("--prompts", default="rewrite,rule", help="variants stage: which prompts to send")
     ap.add_argument("--no-score", action="store_true", help="variants stage: no held-out scoring of the drafts")
     ap.add_argument("--budget", type=int, default=None, help="loop stage: learning rollouts per run "
                     "(default: configs/ablation.toml's 1024)")

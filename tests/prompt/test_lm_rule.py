@@ -44,6 +44,23 @@ def test_restatements_rambles_and_truncations_are_refused():
     assert "already" in filter_rule("Handle the empty list.", "stop", [GYM], ["Handle the empty list."])[1]
 
 
+# Recorded: Qwen2.5-Coder-1.5B-Instruct's 4 drafts for the rule prompt over the gym teacher's failures on
+# 8 hard-tier tasks (benchmarks/results/reflector_lm.json, variants row 0-3): general, so all are kept.
+RECORDED_15B = ["The assistant should return the correct type and value for each input, and handle any exceptions "
+                "that may occur.",
+                "The assistant should check if the input values are valid and then proceed with the computation.",
+                "The assistant should check the input type and range before performing the operations to ensure "
+                "the correct results.",
+                "The assistant should return the correct type and value for each input."]
+
+
+def test_the_recorded_drafts_of_the_15b_pass_and_a_restatement_of_them_does_not():
+    for reply in RECORDED_15B:
+        assert filter_rule(reply, "stop", [GYM], []) == (reply, None)
+    restated = "The assistant should return how many numbers in xs are at most 4."
+    assert "number 4" in filter_rule(restated, "stop", [GYM], [])[1]
+
+
 def test_the_prompt_asks_for_one_rule_over_several_tasks():
     records = [GYM, {**GYM, "output": "x"}, {**GYM, "output": "y"}, HE]
     picked = pick_records(records, per_task=2)
