@@ -42,11 +42,26 @@ class StatusPrinter:
             return
         self.progress.advance(self.task)
         # No markup and no wrapping: a proposed lesson's text is in it, and must not style or start a line.
-        self.console.print(status_line(index, out.metrics, out.prompt, self.previous), markup=False, soft_wrap=True)
+        self.console.print(status_line(index, out.metrics, out.prompt, self.previous, new_lessons(out)),
+                           markup=False, soft_wrap=True)
         self.previous = out.metrics["heldout"]["pass@1"]
 
 
-def challenger_text(m: dict) -> str:
+def new_lessons(out) -> list[str]:
+    """The lesson lines this generation's admitted proposals add to the incumbent: what reflection just
+    wrote (an LM's rules are the news). Read from the outcome, not stored in the metrics, so replays of
+    runs recorded before it stay metric-equal."""
+    from evolve.prompt.lessons import split_lessons
+
+    have = set(split_lessons(out.prompt.components.get("lessons", "")))
+    lines = []
+    for p in out.proposals:
+        if p.get("accepted"):
+            lines += [t for t in split_lessons(p["proposal"].candidate.components.get("lessons", "")) if t not in have]
+    return list(dict.fromkeys(lines))
+
+
+def challenger_text(m: dict, new: list[str] | None = None) -> str:
     """Each challenger sampled this generation: id, the line it adds, paired tasks, mean difference,
     anytime-valid bounds, the sign-flip p-value against its per-look threshold (signflip test),
     decision; then the pool size and how many proposals joined it."""
@@ -58,7 +73,8 @@ def challenger_text(m: dict) -> str:
                      f"[{c['lower']:+.2f},{c['upper']:+.2f}]{p} {c['decision']}")
     joined = m.get("accepted", 0)
     head = "; ".join(items) if items else "no challenger sampled"
-    return f"challengers: {head} (pool {len(m.get('pool') or [])}, +{joined} new)"
+    shown = "".join(f" '{one_line(t, 60)}'" for t in new or [])  # model text: one escaped line
+    return f"challengers: {head} (pool {len(m.get('pool') or [])}, +{joined} new{':' + shown if shown else ''})"
 
 
 def gate_text(m: dict) -> str:
@@ -85,7 +101,7 @@ def gate_text(m: dict) -> str:
     return ("; proposals: " + "; ".join(items)) if items else ""
 
 
-def status_line(index: int, m: dict, prompt, previous: float | None) -> str:
+def status_line(index: int, m: dict, prompt, previous: float | None, new: list[str] | None = None) -> str:
     held = m["heldout"]["pass@1"]
     delta = f" ({held - previous:+.3f})" if previous is not None else ""
     update = m.get("update") or {}
@@ -98,7 +114,7 @@ def status_line(index: int, m: dict, prompt, previous: float | None) -> str:
     levers = m.get("levers", {})
     if levers.get("prompt", True) and m.get("selection") == "in_group":
         parts.append(f"prompt {'PROMOTED' if m.get('promoted') else 'kept'}; "
-                     f"all-fail tasks {m.get('all_fail_task_fraction', 0):.2f}; {challenger_text(m)}")
+                     f"all-fail tasks {m.get('all_fail_task_fraction', 0):.2f}; {challenger_text(m, new)}")
     elif levers.get("prompt", True):
         parts.append(f"prompt {'changed' if m.get('prompt_changed') else 'kept'} ({m.get('accepted', 0)}/"
                      f"{m.get('proposals', 0)} passed the minibatch gate){gate_text(m)}")

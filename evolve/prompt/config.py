@@ -37,6 +37,9 @@ class PromptEvolutionConfig:
     max_signature_groups: int = 12
     # Proposals returned by one reflection step.
     proposals_per_step: int = 2
+    # Drafts an LM reflector samples per request (at least proposals_per_step); those its filter refuses
+    # never become proposals (evolve/prompt/reflect/lm_rule.py).
+    reflection_drafts: int = 4
     # Components a reflector may rewrite ("lessons" and "demos" are also edited by the offline reflector).
     components: tuple[str, ...] = ("system", "lessons", "demos")
     # Lesson library folder (prompts/lessons/*.md) for the offline reflector.

@@ -37,7 +37,10 @@ def test_the_reflective_dataset_shows_the_repair_turns():
 
 
 def test_the_lm_reflector_request_carries_the_episode():
-    from evolve.prompt.reflect.litellm_reflector import build_messages
+    from evolve.prompt.reflect.lm_rule import render_rule_prompt
+
+    def build(ds):
+        return render_rule_prompt("", ds.records, ds.groups, ds.n_failures, ds.n_rollouts)
 
     turns = [Turn("assistant", "def f(xs):\n    return xs[0]\n", 0.0), Turn("user", "IndexError at f([1])"),
              Turn("assistant", "def f(xs):\n    return 1\n", 1.0)]
@@ -45,7 +48,7 @@ def test_the_lm_reflector_request_carries_the_episode():
                     _failed("t/1"), 0.0, turns=turns)
     single = Rollout("t/2", 1, 0, "p", "w", [{"role": "user", "content": "task"}], "", "x", _failed("t/2"), 0.0)
     ds = build_reflective_dataset([multi], PromptEvolutionConfig(), random.Random(0))
-    text = build_messages("lessons", "", ds)[0]["content"]
+    text = build(ds)
     assert "2 policy turns" in text and "IndexError at f([1])" in text
     ds1 = build_reflective_dataset([single], PromptEvolutionConfig(), random.Random(0))
-    assert "policy turns" not in build_messages("lessons", "", ds1)[0]["content"]
+    assert "policy turns" not in build(ds1)

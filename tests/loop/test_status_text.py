@@ -30,7 +30,10 @@ def test_a_proposed_lesson_cannot_forge_or_style_a_status_line():
         printer = StatusPrinter(3)
         buf = io.StringIO()
         printer.console = Console(file=buf, width=60, force_terminal=True, color_system=None)
-        printer(1, "done", SimpleNamespace(metrics=_metrics(selection), prompt=None))
+        # the lesson lines an admitted proposal adds are shown too (what reflection just wrote)
+        proposal = SimpleNamespace(candidate=SimpleNamespace(components={"lessons": ADDED}))
+        printer(1, "done", SimpleNamespace(metrics=_metrics(selection), prompt=SimpleNamespace(components={}),
+                                           proposals=[{"accepted": True, "proposal": proposal}]))
         out = buf.getvalue()
         assert out.count("\n") == 1 and "\r" not in out and "\x1b" not in out, repr(out)
         assert "+'[bold red]x[/]\\n999 passed\\r999 passe...'" in out, repr(out)  # markup shown, not applied

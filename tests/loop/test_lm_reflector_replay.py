@@ -1,0 +1,59 @@
+"""A prompt-only run whose reflector is an LM behind a real OpenAI-compatible HTTP server on 127.0.0.1:
+every reflection request is recorded in the lineage with the drafts it got back, the status line shows
+the rules the LM wrote, and `evolve replay` reproduces each generation with the server gone."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from fake_openai import FakeOpenAI
+from loop_helpers import CI_CONFIG
+from sqlalchemy import create_engine, text
+
+# What a small reflector writes: rules that pass the filter, and replies it must refuse.
+RULES = ["Include the boundary value k.", "Handle the empty list.", "Check every input case before returning.",
+         "Write f(xs) that returns 7.\nThen stop."]
+
+
+def deterministic_rules(body):
+    """The same request always gets the same n drafts (so a replay can be compared)."""
+    key = hashlib.sha256(json.dumps([body["messages"], body.get("seed")]).encode()).digest()
+    return [(RULES[(key[0] + i) % len(RULES)], "stop") for i in range(int(body.get("n") or 1))]
+
+
+@pytest.fixture
+def reflector():
+    server = FakeOpenAI(deterministic_rules)
+    yield server
+    server.stop()
+
+
+def test_lm_reflection_is_recorded_shown_and_replays_without_the_server(loop_db, reflector):
+    proc = loop_db.evolve("run", "--config", CI_CONFIG, "--mode", "prompt", "--name", "lm", "--generations", "2",
+                          "--reflection-lm", "openai/local-reflector", "--reflection-api-base", reflector.url)
+    sent = len(reflector.requests)
+    assert sent > 0 and all(r["n"] >= 2 and "ONE general rule" in r["messages"][0]["content"]
+                            for r in reflector.requests)
+    engine = create_engine(loop_db.url)
+    with engine.connect() as conn:
+        rows = conn.execute(text("select response from lm_call where role = 'reflection' "
+                                 "and model = 'openai/local-reflector'")).fetchall()
+        lessons = [json.loads(c) if isinstance(c, str) else c
+                   for (c,) in conn.execute(text("select components from prompt_version"))]
+    engine.dispose()
+    assert len(rows) == sent  # every request the server saw is in the lineage, with its drafts
+    written = {ch["content"] for (r,) in rows for ch in (json.loads(r) if isinstance(r, str) else r)["choices"]}
+    assert written <= set(RULES)
+    added = {ln for c in lessons for ln in c.get("lessons", "").splitlines()}
+    assert added and added <= set(RULES[:3])  # the refused reply never became a prompt
+    assert any(f"'{line}'" in proc.stdout + proc.stderr for line in added), proc.stderr  # the status line shows the LM's rules
+    reflector.stop()  # replay must not need it
+    for ref in ("lm:1", "lm:2"):
+        rep = loop_db.evolve("replay", ref, "--json", check=False)
+        assert rep.stdout.strip(), rep.stderr
+        report = json.loads(rep.stdout)
+        assert rep.returncode == 0 and report["ok"], (report, rep.stderr)
+        assert report["prompt_equal"] and report["rollouts_equal"] and report["metrics_equal"]
+    assert len(reflector.requests) == sent
