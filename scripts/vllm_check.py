@@ -93,6 +93,19 @@ def sync(finetune: str, device: str, out_dir: str) -> dict:
     pol.backend.spec = pol.spec
     pol.save(out_dir)
     res["weights_hash"] = pol.weights_hash()
+    # The tied lm_head (SmolLM2 ties it to the embeddings): change the embeddings alone, by hand, sync,
+    # and vLLM must follow (a head left on the old embedding would not). After the save: not in the checkpoint.
+    import torch
+
+    emb = pol.model.get_input_embeddings().weight
+    before = hf_logprobs(pol, out2)
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        emb.add_(0.5 * emb.float().std() * torch.randn(emb.shape).to(emb.dtype))
+    pol.backend.sync_weights(pol.model)
+    res["embedding_moved"] = moved(before, hf_logprobs(pol, out2))
+    out4 = pol.generate(msgs, n=4, seed=5)
+    res["after_embedding_change"] = agreement(out4, hf_logprobs(pol, out4))
     pol.close()
     return res
 

@@ -105,6 +105,21 @@ def samples_from_outputs(tokenizer, encoded, outs, eos) -> list[list[Sample]]:
     return result
 
 
+def retie_lm_head(engine_model) -> bool:
+    """CPU, after ``reload_weights``: a model with tied embeddings (SmolLM2, Qwen2.5-Coder-0.5B) loads no
+    ``lm_head.weight`` (vLLM skips it), so the reload puts the head's OLD tensors and its oneDNN handle
+    (built from the old embedding at start) back: the logits would keep the embeddings vLLM loaded from
+    disk. Tie the head to the new embedding again and rebuild its CPU GEMM handle, as the first load did."""
+    head = getattr(engine_model, "lm_head", None)
+    inner = getattr(engine_model, "model", None)
+    config = getattr(engine_model, "config", None)
+    if head is None or inner is None or not getattr(config, "tie_word_embeddings", False):
+        return False
+    head.weight = inner.embed_tokens.weight
+    head.quant_method.process_weights_after_loading(head)
+    return True
+
+
 class VllmBackend:
     name = "vllm"
     exposes_tokens = True
@@ -143,6 +158,7 @@ class VllmBackend:
                 # layout, loads, and prepacks again: vLLM's own in-place reload, same (HF name, tensor) pairs.
                 self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(pairs),
                                                                   "is_checkpoint_format": True})
+                self.llm.apply_model(retie_lm_head)
             else:
                 def load(engine_model):  # runs inside vLLM's worker: here, this process (external_launcher)
                     engine_model.load_weights(pairs)
