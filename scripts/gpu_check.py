@@ -93,21 +93,25 @@ def main() -> int:
     check("grpo-step", stats.n_trained_groups > 0 and pol.weights_hash() != before,
           trained_groups=stats.n_trained_groups, loss=stats.loss, seconds=round(stats.seconds, 3))
     del pol
-    torch.cuda.empty_cache()
+    torch.cuda.empty_cache()  # the vLLM scenarios below run in their own processes
 
+    import subprocess
     import tempfile
 
-    import vllm_check
-
-    for finetune in ("lora", "full"):  # the scenarios tests/vllm_cpu runs on CPU, here on CUDA
+    for finetune in ("lora", "full"):  # the scenarios tests/vllm_cpu runs on CPU, here on CUDA, one process each
         with tempfile.TemporaryDirectory() as ckpt:
-            res = vllm_check.sync(finetune, "cuda", ckpt)
+            proc = subprocess.run([sys.executable, str(REPO / "scripts" / "vllm_check.py"), "sync", "--finetune",
+                                   finetune, "--device", "cuda", "--out", ckpt], capture_output=True, text=True)
+            lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+            if proc.returncode != 0 or not lines:
+                check(f"vllm-gen-{finetune}", False, rc=proc.returncode, stderr=proc.stderr[-1500:])
+                continue
+            res = json.loads(lines[-1].removeprefix("RESULT "))
             check(f"vllm-gen-{finetune}", res["lengths_match"], load_s=res["load_s"], generate_s=res["generate_s"])
             check(f"logprobs-{finetune}", within_tolerance(res["initial"]), **res["initial"])
             check(f"weight-sync-{finetune}", res["hf_moved"] > 2 * MEAN_TOL and within_tolerance(res["after_update"])
                   and res["syncs_after_update"] == 1 + len(res["trained_groups"]),
                   hf_moved_mean_abs=res["hf_moved"], **res["after_update"])
-        torch.cuda.empty_cache()
     (REPO / "runs").mkdir(exist_ok=True)
     (REPO / "runs" / "gpu_check.json").write_text(json.dumps(RESULTS, indent=1))
     ok = all(c["pass"] for c in RESULTS["checks"].values())
