@@ -46,7 +46,8 @@ def slice_len(rows: int, vocab: int, budget: int = LOGITS_BUDGET) -> int:
 
 
 def _slice_logprobs(head, hidden: torch.Tensor, targets: torch.Tensor, temperature: float) -> torch.Tensor:
-    return token_logprobs(head(hidden), targets, temperature)
+    # contiguous: a frozen head's matmul on a strided 3-D input copies the weight per row (head_input.py)
+    return token_logprobs(head(hidden.contiguous()), targets, temperature)
 
 
 def chunked_completion_logprobs(body, head, ids, attn, pos, comp, temperature: float,
