@@ -27,7 +27,6 @@ def contiguous_head_input(model) -> None:
     """Install the pre-hook on ``model``'s output head (through a PEFT wrapper); idempotent."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
-    if head is None or getattr(head, "_evolve_contiguous", False):
+    if head is None or getattr(head, "_evolve_contiguous", None) is not None:
         return
-    head.register_forward_pre_hook(_contiguous)
-    head._evolve_contiguous = True
+    head._evolve_contiguous = head.register_forward_pre_hook(_contiguous)  # the handle (benchmarks remove it)
