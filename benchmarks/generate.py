@@ -76,6 +76,12 @@ def timed_generation(policy, msgs, g: int, old: bool) -> dict:
     if old:
         from test_hf_logprobs import OldHF
 
+        # today's path also lacked the contiguous head input (evolve.policy.head_input): without it a
+        # frozen LoRA head is copied once per row at every prefill
+        base = policy.model.get_base_model() if hasattr(policy.model, "get_base_model") else policy.model
+        handle = getattr(base.get_output_embeddings(), "_evolve_contiguous", None)
+        if handle is not None:
+            handle.remove()
         backend = OldHF(policy.model, policy.tokenizer, policy.spec.sampling)
     else:
         backend = policy.backend

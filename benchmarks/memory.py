@@ -4,7 +4,9 @@ batch shape: 32 sequences (8 tasks x G=4) in one ``generate`` chunk, up to 512 n
 1. ``evolve eval --policy SPEC --suite humaneval-chat --split heldout --tasks 8 --samples 4`` with
    ``max_new_tokens = 512`` and ``chunk_size = 32`` (the spec's code-block stop on, as the loop runs);
 2. one loop-shaped generation: ``policy.generate`` of 8 train tasks x 4 rows with the code-block stop
-   off, so rows run until EOS or 512 tokens.
+   off, so rows run until EOS or 512 tokens, then one GRPO update on those 32 rows (rewards 1/0
+   alternating in each group, so every group trains; the spec's micro-batch size). The child reports
+   the peak of each phase apart (VmHWM, reset between phases through /proc/self/clear_refs).
 
 Each runs in a fresh child process; a small wrapper process reports the child's peak RSS
 (``getrusage(RUSAGE_CHILDREN).ru_maxrss``). The goal is <= 6 GB. The old backend (every step's
@@ -45,11 +47,28 @@ spec = PolicySpec.from_toml(sys.argv[1])
 policy = load_policy(spec)
 comp = dict(load_seed_prompt("prompts/humaneval.toml").components)
 msgs = [render_messages(comp, t) for t in load_chat_suite("humaneval-chat")["train"][:int(sys.argv[2])]]
+def hwm_gb(reset=False):
+    kb = [int(ln.split()[1]) for ln in open("/proc/self/status") if ln.startswith("VmHWM")][0]
+    if reset:  # Linux: writing 5 to clear_refs resets the peak (VmHWM) to the current RSS
+        open("/proc/self/clear_refs", "w").write("5")
+    return kb / 2**20
+load_peak = hwm_gb(reset=True)
 t = time.time()
 groups = policy.generate(msgs, n=int(sys.argv[3]), seed=0)
+gen_s, gen_peak = time.time() - t, hwm_gb(reset=True)
 lens = [len(s.completion_ids) for g in groups for s in g]
-print("GEN " + json.dumps({"rows": len(lens), "tokens": sum(lens), "max_len": max(lens), "seconds": time.time() - t,
-                           "resolved": policy.resolved}))
+from evolve.rollout import Rollout
+rollouts = [[Rollout(task_id=f"t{gi}", group=gi, sample_index=i, prompt_version="p", weights_version="w", messages=[],
+                     prompt_text=s.prompt_text, completion=s.text, reward=float(i % 2), prompt_ids=list(s.prompt_ids),
+                     completion_ids=list(s.completion_ids), logprobs=list(s.logprobs)) for i, s in enumerate(g)]
+            for gi, g in enumerate(groups)]
+t = time.time()
+stats = policy.update(rollouts)  # rewards alternate 1/0 in each group: every group trains
+upd_s, upd_peak = time.time() - t, hwm_gb()
+print("GEN " + json.dumps({"rows": len(lens), "tokens": sum(lens), "max_len": max(lens), "seconds": gen_s,
+                           "load_peak_gb": load_peak, "generate_peak_gb": gen_peak, "update_peak_gb": upd_peak,
+                           "update_seconds": upd_s, "update_tokens": stats.n_tokens,
+                           "micro_batch_size": policy.spec.grpo.micro_batch_size, "resolved": policy.resolved}))
 """
 
 
@@ -92,7 +111,7 @@ def main() -> None:
     ap.add_argument("--skip-eval", action="store_true")
     args = ap.parse_args()
     rows = args.tasks * args.g
-    results, figures = {}, {}
+    results, figures = {"loadavg_start": list(os.getloadavg())}, {}
     with tempfile.TemporaryDirectory() as tmp:
         evolve = str(Path(sys.executable).with_name("evolve"))
         if not args.skip_eval:
@@ -107,6 +126,10 @@ def main() -> None:
         results["generation"] = measured([sys.executable, "-c", GEN, str(spec), str(args.tasks), str(args.g)])
     gen = results["generation"]["generation"]
     figures.update({"generation_peak_rss_gb": round(results["generation"]["peak_rss_kb"] / 2**20, 2),
+                    "loop_load_peak_gb": round(gen["load_peak_gb"], 2),
+                    "loop_generate_peak_gb": round(gen["generate_peak_gb"], 2),
+                    "loop_update_peak_gb": round(gen["update_peak_gb"], 2),
+                    "loop_update_tokens": gen["update_tokens"],
                     "generation_rows": gen["rows"], "generation_max_len": gen["max_len"],
                     "generation_tokens_per_s": round(gen["tokens"] / gen["seconds"], 2),
                     "old_path_logits_alone_gb": round(rows * args.tokens * 151936 * 4 / 2**30, 2),

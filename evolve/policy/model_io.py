@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evolve.errors import ConfigError, EvolveError
+from evolve.policy.head_input import contiguous_head_input
 from evolve.policy.spec import PolicySpec
 
 ADAPTER_CONFIG = "adapter_config.json"
@@ -122,6 +123,7 @@ def load_model(spec: PolicySpec, base_path: str, adapter_dir: str | None = None,
                 target_modules=list(spec.lora.target_modules), task_type="CAUSAL_LM",
             )
             model = get_peft_model(model, cfg)
+    contiguous_head_input(model)  # a frozen head must not be copied once per row (see head_input.py)
     return model
 
 
@@ -134,6 +136,7 @@ def load_reference(spec: PolicySpec, base_path: str, device: str = "cpu", dtype:
     ref.eval()
     for p in ref.parameters():
         p.requires_grad_(False)
+    contiguous_head_input(ref)  # frozen: without it, each forward would copy the head per row
     return ref
 
 

@@ -40,6 +40,16 @@ def runs_root() -> Path:
     return Path(os.environ.get("EVOLVE_RUNS_DIR") or "runs")
 
 
+def models_root(runs_dir: Path | None = None) -> Path:
+    """Where dequantised GGUF folders are cached: ``<runs_dir>/models`` when a caller names a runs
+    folder, else ``$EVOLVE_MODELS_DIR`` when set (a per-machine cache that outlives a checkout: CI's
+    fresh clones reuse it, e.g. ~/.cache/evolve/models), else ``<runs>/models``. Folders are keyed by
+    the GGUF's sha256, so one cache serves every checkout."""
+    if runs_dir is None and os.environ.get("EVOLVE_MODELS_DIR"):
+        return Path(os.environ["EVOLVE_MODELS_DIR"]).expanduser()
+    return (runs_dir or runs_root()) / "models"
+
+
 def package_file(ref: str) -> Path:
     """``package:MODULE/rel/path`` -> the file inside the installed package (never imported)."""
     rest = ref[len(PACKAGE_PREFIX):]
@@ -124,9 +134,9 @@ def chunked_model_dir(ref: str, sha256: str | None, runs_dir: Path | None = None
 
 
 def cached_model_dir(sha: str, build, meta: dict, runs_dir: Path | None = None) -> Path:
-    """``<runs>/models/gguf-<sha12>/``: built once by ``build(tmp)`` under a lock, renamed into place
+    """``<models_root>/gguf-<sha12>/``: built once by ``build(tmp)`` under a lock, renamed into place
     (so it is either absent or complete), then reused by every process on the machine."""
-    out = (runs_dir or runs_root()) / "models" / f"gguf-{sha[:12]}"
+    out = models_root(runs_dir) / f"gguf-{sha[:12]}"
     if (out / GGUF_META).is_file():
         return out
     with _lock(out.parent / f".{out.name}.lock"):

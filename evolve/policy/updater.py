@@ -34,6 +34,7 @@ import torch
 
 from evolve.errors import EvolveError
 from evolve.policy.advantages import get_estimator
+from evolve.policy.chunked_logprobs import LOGITS_BUDGET, body_and_head, chunked_completion_logprobs
 from evolve.policy.loss import grpo_loss, token_logprobs
 from evolve.policy.spec import OptimizerSpec, PolicySpec
 from evolve.policy.stats import UpdateStats
@@ -102,6 +103,10 @@ def completion_logprobs(model, prompt, pmask, comp, cmask, temperature: float) -
     attn = torch.cat([pmask, cmask], dim=1)
     pos = (attn.cumsum(-1) - 1).clamp(min=0)
     c = comp.size(1)
+    split = body_and_head(model)
+    if split is not None and ids.size(0) * c * split[1].weight.shape[0] * 4 > LOGITS_BUDGET:
+        # A 152k vocabulary: the head runs slice by slice (evolve.policy.chunked_logprobs).
+        return chunked_completion_logprobs(*split, ids, attn, pos, comp, temperature)
     logits = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=c + 1).logits
     return token_logprobs(logits[:, :-1, :], comp, temperature)
 

@@ -159,3 +159,23 @@ def test_a_failed_build_leaves_no_folder(tmp_path):
     with pytest.raises(EvolveError):
         cached_model_dir("ab" * 32, broken, {}, runs_dir=tmp_path)
     assert not any((tmp_path / "models").glob("gguf-*"))
+
+
+def test_the_model_cache_can_live_outside_the_checkout(tmp_path, monkeypatch):
+    """EVOLVE_MODELS_DIR: CI's fresh clones reuse the machine's dequantised folders (keyed by sha)."""
+    built = []
+
+    def build(tmp):
+        tmp.mkdir()
+        built.append(tmp)
+        (tmp / "config.json").write_text("{}")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EVOLVE_MODELS_DIR", str(tmp_path / "cache"))
+    out = cached_model_dir("cd" * 32, build, {})
+    assert out == tmp_path / "cache" / f"gguf-{'cd' * 6}" and (out / GGUF_META).is_file()
+    monkeypatch.chdir(tmp_path / "cache")  # another checkout: found, not rebuilt
+    assert cached_model_dir("cd" * 32, build, {}) == out and len(built) == 1
+    assert not (tmp_path / "runs").exists()
+    # a caller that names its runs folder keeps it
+    assert cached_model_dir("cd" * 32, build, {}, runs_dir=tmp_path / "r").parent == tmp_path / "r" / "models"
