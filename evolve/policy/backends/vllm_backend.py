@@ -129,6 +129,9 @@ class VllmBackend:
     exposes_tokens = True
 
     def __init__(self, model_path: str, tokenizer, spec: PolicySpec, model=None):
+        # vLLM logs to stdout by default, which would corrupt `--json` output (`evolve replay --json`);
+        # read once, at vLLM's import, so set before it.
+        os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
         try:
             from vllm import LLM
         except ImportError:

@@ -19,7 +19,7 @@ NCCL needs CUDA, so the adapter travels through the filesystem, with vLLM's docu
         --logprobs-mode processed_logprobs --generation-config vllm --host 127.0.0.1 --port PORT
 
 Each sync saves the peft adapter (``save_pretrained``) into a private folder and POSTs
-``/v1/load_lora_adapter {"lora_name": "evolve-policy", "lora_path": ..., "load_inplace": true}``; generation
+``/v1/load_lora_adapter {"lora_name": "evolve-policy", "lora_path": ..., "load_inplace": true}`` (in place even on a process's first sync); generation
 then asks for that adapter by name on ``/v1/completions`` (prompt token ids in, token ids and processed
 log-probs out). Departure from TRL (which merges LoRA and broadcasts full weights): the server applies the
 adapter unmerged, as peft does in the trainer's own forward; full fine-tuning has no CPU path here.
@@ -117,7 +117,9 @@ class _LoraPathSync:
         d = Path(self.dir.name) / "adapter"
         model.save_pretrained(str(d), safe_serialization=True)  # peft: the adapter alone
         self._post("/v1/load_lora_adapter", {"lora_name": ADAPTER_NAME, "lora_path": str(d),
-                                             "load_inplace": self.adapter is not None})
+                                             # in place always: a resumed run's first sync meets the
+                                             # adapter its earlier process loaded (else HTTP 400)
+                                             "load_inplace": True})
         self.adapter = ADAPTER_NAME
 
     def generate(self, prompt_ids: list[list[int]], n: int, seed: int, eos) -> list[tuple]:
