@@ -77,10 +77,16 @@ def is_test_path(rel: str) -> bool:
             or any(p in ("tests", "test", "testing") for p in parts[:-1]))
 
 
-def _names(source: str) -> set[str]:
+def _tree(source: str) -> ast.AST | None:
     try:
-        tree = ast.parse(source)
+        return ast.parse(source)
     except (SyntaxError, ValueError):
+        return None
+
+
+def _names(source: str) -> set[str]:
+    tree = _tree(source)
+    if tree is None:
         return set()
     out: set[str] = set()
     for node in ast.walk(tree):
@@ -108,9 +114,8 @@ def grader_names_added(pristine: str, edited: str) -> set[str]:
 
 
 def _imports(source: str) -> set[str]:
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    tree = _tree(source)
+    if tree is None:
         return set()
     out: set[str] = set()
     for node in ast.walk(tree):

@@ -4,19 +4,11 @@ are the working copy's state, and the final reward is judged on the whole transc
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from repo_helpers import ScriptedSample
 
 from evolve.env.episode import run_episodes
-
-
-@dataclass
-class _Sample:
-    text: str
-    prompt_text: str = ""
-    prompt_ids: list = field(default_factory=list)
-    completion_ids: list = field(default_factory=list)
-    logprobs: list = field(default_factory=list)
-    truncated: bool = False
 
 
 @dataclass
@@ -37,10 +29,10 @@ class ScriptedPolicy:
         for msgs in prompts:
             mine = [m["content"] for m in msgs if m["role"] == "assistant"]
             if not mine:
-                out.append([_Sample(self.plans["A"][0]), _Sample(self.plans["B"][0])][: n or 1])
+                out.append([ScriptedSample(self.plans["A"][0]), ScriptedSample(self.plans["B"][0])][: n or 1])
                 continue
             plan = self.plans["A" if mine[0] == self.plans["A"][0] else "B"]
-            out.append([_Sample(plan[len(mine)])])
+            out.append([ScriptedSample(plan[len(mine)])])
         return out
 
 

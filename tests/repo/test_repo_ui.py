@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+from repo_helpers import ScriptedSample
 from starlette.testclient import TestClient
 
 from evolve.env.episode import run_episodes
@@ -16,21 +17,10 @@ class _OneShot:
         self.replies = replies
 
     def generate(self, prompts, n=None, seed=0):
-        from dataclasses import dataclass, field
-
-        @dataclass
-        class S:
-            text: str
-            prompt_text: str = ""
-            prompt_ids: list = field(default_factory=list)
-            completion_ids: list = field(default_factory=list)
-            logprobs: list = field(default_factory=list)
-            truncated: bool = False
-
         out = []
         for msgs in prompts:
             k = sum(m["role"] == "assistant" for m in msgs)
-            out.append([S(self.replies[min(k, len(self.replies) - 1)]) for _ in range(n or 1)])
+            out.append([ScriptedSample(self.replies[min(k, len(self.replies) - 1)]) for _ in range(n or 1)])
         return out
 
 
