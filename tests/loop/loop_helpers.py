@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import evolve_zygote
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,17 +28,13 @@ class LoopDB:
     env: dict = field(default_factory=dict)
 
     def evolve(self, *args: str, check: bool = True, timeout: int = 600) -> subprocess.CompletedProcess:
-        proc = subprocess.run([sys.executable, "-m", "evolve", *args, "--db", self.url], cwd=REPO,
-                              capture_output=True, text=True, timeout=timeout, env={**os.environ, **self.env})
+        proc = evolve_zygote.run([*args, "--db", self.url], {**os.environ, **self.env}, timeout=timeout)
         if check and proc.returncode != 0:
             raise AssertionError(f"evolve {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
         return proc
 
     def popen(self, *args: str, log: Path | None = None) -> subprocess.Popen:
-        out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - the child owns it from here
-        return subprocess.Popen([sys.executable, "-m", "evolve", *args, "--db", self.url], cwd=REPO,
-                                stdout=out, stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
-                                start_new_session=True, env={**os.environ, **self.env})
+        return evolve_zygote.popen([*args, "--db", self.url], {**os.environ, **self.env}, log=log)
 
     def store(self):
         from evolve.lineage import LineageStore

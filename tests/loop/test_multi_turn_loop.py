@@ -67,5 +67,5 @@ def test_fork_and_replay_are_hash_equal(runs):
     for ref in ("straight:2", "cut:3"):
         proc = runs.evolve("replay", ref, "--json", check=False)
         report = json.loads(proc.stdout)
-        assert proc.returncode == 0 and report["ok"] and report["rollouts_equal"], report
+        assert proc.returncode == 0 and report["ok"] and report["rollouts_equal"], report["first_difference"]
 

@@ -9,11 +9,13 @@ Real tiny model, real sandbox, real SQLite, the real CLI in a subprocess."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import evolve_zygote
 import pytest
 
 from evolve.errors import ConfigError
@@ -97,8 +99,7 @@ def test_bad_config_on_the_command_line_is_one_line(tmp_path):
 
 
 def _cli(db: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "evolve", *args, "--db", "sqlite:///" + str(db)], cwd=REPO,
-                          capture_output=True, text=True, timeout=600)
+    return evolve_zygote.run([*args, "--db", "sqlite:///" + str(db)], dict(os.environ), timeout=600)
 
 
 def _swap_loop_config(db: Path, run: str, loop: dict) -> None:

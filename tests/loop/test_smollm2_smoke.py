@@ -13,6 +13,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import evolve_zygote
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,8 +42,7 @@ all_fail_groups = "both"
 
 
 def evolve(*args: str, db: Path, timeout: int = 900) -> subprocess.CompletedProcess:
-    proc = subprocess.run([*EVOLVE, *args, "--db", f"sqlite:///{db}"], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout)
+    proc = evolve_zygote.run([*args, "--db", f"sqlite:///{db}"], dict(os.environ), timeout=timeout)
     if proc.returncode != 0:
         raise AssertionError(f"evolve {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc

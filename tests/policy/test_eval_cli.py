@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
+import evolve_zygote
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,8 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _evolve(*args, cwd=ROOT):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "EVOLVE_RUNS_DIR": os.environ.get("EVOLVE_RUNS_DIR", "")}
     env = {k: v for k, v in env.items() if v}
-    return subprocess.run([sys.executable, "-m", "evolve", "eval", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300, env=env)
+    return evolve_zygote.run(["eval", *args], env, cwd=cwd, timeout=300)
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -11,6 +11,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import evolve_zygote
+
 REPO = Path(__file__).resolve().parents[2]
 EVOLVE = [sys.executable, "-m", "evolve"]
 CHROMIUM = os.environ.get("EVOLVE_CHROMIUM", "/usr/bin/chromium")
@@ -23,8 +25,7 @@ HOSTILE_RUN = "hostile-run"  # run names are restricted to [A-Za-z0-9._-]; every
 
 
 def evolve(*args: str, db: Path, check: bool = True, timeout: int = 600) -> subprocess.CompletedProcess:
-    proc = subprocess.run([*EVOLVE, *args, "--db", f"sqlite:///{db}"], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout)
+    proc = evolve_zygote.run([*args, "--db", f"sqlite:///{db}"], dict(os.environ), timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"evolve {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
