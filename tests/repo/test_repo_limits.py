@@ -101,6 +101,14 @@ def test_no_proc_and_a_read_only_tree():
             continue
         raise AssertionError(path + " writable")
 
+def test_cpu_files_and_core_are_limited():
+    # Their effect is not provoked here (60 s of CPU would be the test's own cost): the limits are read.
+    import resource
+    inf = resource.RLIM_INFINITY
+    assert resource.getrlimit(resource.RLIMIT_CPU)[1] != inf and resource.getrlimit(resource.RLIMIT_CPU)[1] <= 60
+    assert resource.getrlimit(resource.RLIMIT_NOFILE)[1] != inf and resource.getrlimit(resource.RLIMIT_NOFILE)[1] <= 256
+    assert resource.getrlimit(resource.RLIMIT_CORE) == (0, 0)
+
 def test_tmp_starts_empty_and_nothing_is_left_for_the_next_run():
     assert not os.path.exists("/tmp/marker"), "state left by an earlier run"
     open("/tmp/marker", "w").close()
@@ -140,7 +148,7 @@ def test_every_limit_holds_inside_the_sandbox(tmp_path, host_tmp):
     for _ in range(2):  # the second run must not see the first one's /tmp
         res = runner.run_tests(tree, None, ["tests"], ["/repo"])
         bad = {k: res.failures.get(k, "")[-400:] for k, o in res.outcomes.items() if o != "passed"}
-        assert res.complete and len(res.outcomes) == 9 and not bad, (bad, res.output[-1500:])
+        assert res.complete and len(res.outcomes) == 10 and not bad, (bad, res.output[-1500:])
     assert not os.listdir(host_tmp)  # every run's temp folder is gone
 
 
