@@ -7,6 +7,13 @@ output; ``location``: file and function of the fault, never the fix), and the le
 every guidance text for the injected diff's pristine lines. Tokens = policy tokens only.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/repo_fix.py [--turns 3] [--samples 1]
+    flock /tmp/evolve-bigmodel.lock env PYTHONPATH=$PWD .venv/bin/python benchmarks/repo_fix.py \
+        --policy policies/qwen2.5-coder-0.5b-instruct.toml --max-tasks 4 --samples 2 --turns 4 \
+        --max-new-tokens 256 --name repo_fix_qwen05b
+
+Tasks are picked round-robin over the held-out packages. The results file is written once after the
+unguided episodes (``"partial": true``) and again when the guided retries are done, so a run stopped
+half-way still leaves its measured half, labelled as such.
 """
 
 from __future__ import annotations
@@ -27,9 +34,7 @@ from evolve.env.registry import load_environment  # noqa: E402
 from evolve.loop.guided import build_guidance, leakage_audit  # noqa: E402
 from evolve.loop.guided_retry import _GuidedEnv  # noqa: E402
 from evolve.policy import PolicySpec, load_policy  # noqa: E402
-
-SYSTEM = ("You are a software engineer fixing a bug. Reply with exactly one JSON tool call per message, "
-          "for example {\"tool\": \"read\", \"path\": \"pkg/mod.py\", \"start\": 1, \"end\": 60}.")
+from evolve.prompt.seed import load_seed_prompt  # noqa: E402
 
 
 @dataclass
@@ -68,16 +73,24 @@ def main() -> None:
     ap.add_argument("--max-tasks", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--name", default="repo_fix", help="results file name (benchmarks/results/NAME.json)")
+    ap.add_argument("--prompt", default="prompts/repo-fix.toml", help="seed prompt (its system message)")
+    ap.add_argument("--max-new-tokens", type=int, default=0, help="override the policy's (0: keep it)")
     args = ap.parse_args()
     env = load_environment("repo-fix", max_turns=args.turns, repo_tasks=args.tasks_file)
-    tasks = env.splits()["heldout"][:args.max_tasks]
+    tasks = _pick(env.splits()["heldout"], args.max_tasks)
     verifier = env.wrap_verifier(None)
-    policy = load_policy(PolicySpec.from_toml(args.policy))
-    cand = Prompt({"system": SYSTEM})
+    spec = PolicySpec.from_toml(args.policy)
+    if args.max_new_tokens:
+        spec = spec.model_copy(update={"sampling": spec.sampling.model_copy(update={"max_new_tokens": args.max_new_tokens})})
+    t_load = time.monotonic()
+    policy = load_policy(spec)
+    load_s = time.monotonic() - t_load
+    cand = Prompt(dict(load_seed_prompt(args.prompt).components))
     load0 = [round(x, 2) for x in os.getloadavg()]
     t0 = time.monotonic()
     groups = run_episodes(env, policy, verifier, cand, tasks, args.samples, args.seed, purpose="heldout")
     base = _stats(groups, time.monotonic() - t0)
+    _write(args, tasks, groups, base, None, None, {}, load0, load_s)
     failed = [g for g in groups if not any(r.passed for r in g)]
     guidance = {g[0].task_id: build_guidance(["errors", "location"], g) for g in failed}
     by_id = {t.task_id: t for t in tasks}
@@ -89,17 +102,42 @@ def main() -> None:
     audit = leakage_audit([(by_id[tid], gd.text) for tid, gd in guidance.items() if gd.text],
                           heldout_pass1_unguided=base["solve_rate"], guided_pass1=guided["solve_rate"])
     policy.close()
+    _write(args, tasks, groups, base, guided, audit, guidance, load0, load_s)
+
+
+def _pick(heldout: list, n: int) -> list:
+    """Round-robin over the held-out packages, in file order within each."""
+    by_pkg: dict[str, list] = {}
+    for t in heldout:
+        by_pkg.setdefault(t.meta["package"], []).append(t)
+    out = []
+    while len(out) < n and any(by_pkg.values()):
+        for queue in by_pkg.values():
+            if queue and len(out) < n:
+                out.append(queue.pop(0))
+    return out
+
+
+def _write(args, tasks, groups, base, guided, audit, guidance, load0, load_s) -> None:
+    partial = guided is None
     transcripts = [{"task": r.task_id, "passed": r.passed, "turns": [(t.role, t.content[:400], t.reward)
                                                                        for t in r.turns]}
                    for g in groups[:3] for r in g]
-    results = {"unguided": base, "guided": guided, "audit": audit, "tasks": [t.task_id for t in tasks],
+    results = {"partial": partial, "unguided": base, "guided": guided, "audit": audit,
+               "tasks": [t.task_id for t in tasks], "policy_load_s": round(load_s, 1),
                "guidance_example": next((gd.text for gd in guidance.values() if gd.text), ""),
                "transcripts": transcripts, "loadavg_start": load0}
     figures = {"repo_fix_heldout_tasks": len(tasks), "repo_fix_episodes": base["episodes"],
-               "repo_fix_solve_rate_unguided": base["solve_rate"], "repo_fix_solve_rate_guided": guided["solve_rate"],
+               "repo_fix_solve_rate_unguided": base["solve_rate"],
                "repo_fix_policy_tokens_per_episode": round(base["policy_tokens_per_episode"], 1),
                "repo_fix_seconds_per_episode": round(base["seconds_per_episode"], 1),
-               "repo_fix_guidance_leaks": audit["flagged"], "loadavg_1m": load0[0]}
+               "repo_fix_valid_tool_calls": sum(v for k, v in base["tools"].items() if k != "invalid"),
+               "repo_fix_tool_calls": sum(base["tools"].values())}
+    if not partial:
+        figures |= {"repo_fix_solve_rate_guided": guided["solve_rate"], "repo_fix_guided_episodes": guided["episodes"],
+                    "repo_fix_guided_seconds_per_episode": round(guided["seconds_per_episode"], 1),
+                    "repo_fix_guidance_leaks": audit["flagged"]}
+    figures["loadavg_1m"] = load0[0]
     write_results(args.name, args=vars(args), results=results, figures=figures)
     print_figures(figures)
 

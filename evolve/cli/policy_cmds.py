@@ -17,8 +17,11 @@ from evolve.errors import ConfigError
 SUITES = ("tiny-coder", "humaneval", "tiny-coder-chat", "humaneval-chat")
 
 
-def load_suite_tasks(suite: str, split: str, n: int | None, seed: int, split_seed: int = 0):
-    """(tasks, environment or None): a task file, or a split of an environment (evolve.env)."""
+def load_suite_tasks(suite: str, split: str, n: int | None, seed: int, split_seed: int = 0,
+                     max_turns: int | None = None):
+    """(tasks, environment or None): a task file, or a split of an environment (evolve.env).
+    ``max_turns``: as the loop config's (most policy turns per episode; single-turn suites ignore
+    it); None keeps the environment's own default."""
     if Path(suite).is_file() and not suite.endswith(".py"):  # a task file evolve.verification.load_tasks reads
         from evolve.verification import load_tasks
 
@@ -27,7 +30,7 @@ def load_suite_tasks(suite: str, split: str, n: int | None, seed: int, split_see
     from evolve.env import load_environment
     from evolve.gym.generate import subset
 
-    env = load_environment(suite, split_seed=split_seed)
+    env = load_environment(suite, split_seed=split_seed, **({} if max_turns is None else {"max_turns": max_turns}))
     parts = env.splits()
     if split not in parts:
         raise ConfigError(f"suite {suite!r} has splits {', '.join(parts)}, not {split!r}")
@@ -84,6 +87,9 @@ def eval_cmd(
     n_tasks: int | None = typer.Option(None, "--tasks", min=1, help="Evaluate a deterministic subset of tasks."),
     seed: int = typer.Option(0, "--seed", help="Sampling seed (and the gym subset's seed)."),
     jobs: int = typer.Option(2, "--jobs", min=1, help="Verifier worker processes."),
+    max_turns: int | None = typer.Option(None, "--max-turns", min=1, help="Most policy turns per episode of a "
+                                         "multi-turn environment (<suite>-repair, repo-fix), as the loop config's "
+                                         "max_turns; default: the environment's own. Single-turn suites ignore it."),
     pipeline: Path | None = typer.Option(None, "--pipeline", help="Verification pipeline TOML."),
     db: str | None = typer.Option(None, "--db", help="Lineage database (for GEN)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON output."),
@@ -97,7 +103,7 @@ def eval_cmd(
 
     ks = parse_ks(k, samples)
     spec = PolicySpec.from_toml(policy) if policy is not None else None
-    tasks, env = load_suite_tasks(suite, split, n_tasks, seed)
+    tasks, env = load_suite_tasks(suite, split, n_tasks, seed, max_turns=max_turns)
     if not tasks:
         raise ConfigError(f"suite {suite!r} split {split!r} has no tasks")
     from evolve.verification import Verifier, load_pipeline

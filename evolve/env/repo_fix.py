@@ -29,7 +29,7 @@ from evolve.env.render import render_messages
 from evolve.errors import ConfigError
 from evolve.repo.factory import load_repo_tasks, sandbox_paths
 from evolve.repo.packages import PackageSpec
-from evolve.repo.runner import RunResult, run_tests
+from evolve.repo.runner import ISOLATION, RunResult, run_tests
 from evolve.repo.tools import READERS, TOOLS, ToolError, parse_call, replay_edits
 from evolve.verification.types import StageResult, Task, TestFailure, VerifyResult
 
@@ -156,9 +156,9 @@ class RepoVerifier:
     """The final reward: hidden FAIL_TO_PASS + PASS_TO_PASS on the episode's last state."""
 
     env: RepoFixEnv
-    # What the run records as ``verifier_isolation``: pytest runs in bubblewrap namespaces (read-only
-    # view, no network) WITHOUT the function sandbox's seccomp filter (pytest needs the syscalls).
-    isolation: str = "bwrap (repo-fix pytest view, no seccomp)"
+    # What the run records as ``verifier_isolation``: pytest in bubblewrap namespaces (read-only view,
+    # no network) under the function sandbox's seccomp filter and rlimits (evolve/repo/launch.py).
+    isolation: str = ISOLATION
 
     def verify_conversations(self, pairs: list[tuple[Task, list[dict]]]) -> list[VerifyResult]:
         out = []
@@ -183,13 +183,26 @@ class RepoVerifier:
         hid = StageResult("hidden", len(p_ok) / max(1, len(p2p)), len(p_ok) == len(p2p))
         loc = StageResult("location", 0.0, resolved, trace=f"{task.meta['file']}: {task.meta['function']}",
                           skipped=True)
-        trace = "" if resolved else (res.hack or (vis.failures[0].message if vis.failures else "pass-to-pass broke"))
+        trace = "" if resolved else _why(res, f2p, vis)
         return VerifyResult(task.task_id, 1.0 if resolved else 0.0, resolved, [vis, hid, loc], trace=trace[:500],
                             error_class=None if resolved else ("Hack" if res.hack else "TestFailure"),
                             hack_flags=[res.hack] if res.hack else [], duration_s=res.seconds)
 
     def close(self) -> None:
         return None
+
+
+def _why(res: RunResult, f2p: list[str], vis: StageResult) -> str:
+    """The trace of a failed grade: a refused edit, an error outside the tests (at collection, e.g.
+    package code that fails at import), a run that never finished, or the first failing test."""
+    if res.hack:
+        return res.hack
+    other = [(n, t) for n, t in res.failures.items() if n not in f2p]
+    if other and not any(n in res.failures for n in f2p):
+        return f"{other[0][0]}: {_last(other[0][1])}"
+    if not res.complete:
+        return "the test run did not finish: " + (res.stopped or f"exit status {res.exit_code}; " + res.output[-200:])
+    return vis.failures[0].message if vis.failures else "pass-to-pass broke"
 
 
 def _last(text: str, n: int = 4) -> str:

@@ -30,7 +30,8 @@ def evaluate_pass_at_k(policy, tasks: list[Task], prompt_components: dict[str, s
 
     ``env``: the environment that renders and answers (default: single-turn, the plain rendering).
     Returns {"overall": {"pass@k": ...}, "tasks": {task_id: {"n", "c", "pass@k"...}}, "n_tasks",
-    "samples", "ks", "failure_classes", "seconds": {"generate", "verify"}}.
+    "samples", "ks", "failure_classes", "seconds": {"generate", "verify"}, "max_turns", "turns"}
+    (``turns``: episodes by their number of policy turns, e.g. {"1": 3, "3": 5}).
     """
     from evolve.env.episode import collect, pass_at_k_rows, verify
     from evolve.env.suites import SuiteEnv
@@ -40,6 +41,7 @@ def evaluate_pass_at_k(policy, tasks: list[Task], prompt_components: dict[str, s
     by_id = {t.task_id: t for t in tasks}
     per_task: dict[str, dict] = {}
     failures: Counter = Counter()
+    turns: Counter = Counter()
     t_gen = t_ver = 0.0
     for start in range(0, len(tasks), batch_tasks):
         t0 = time.perf_counter()
@@ -50,12 +52,14 @@ def evaluate_pass_at_k(policy, tasks: list[Task], prompt_components: dict[str, s
         t_ver += time.perf_counter() - t1
         t_gen += t1 - t0
         failures.update(r.result.error_class or "Unknown" for r in rolls if not r.passed)
+        turns.update(str(max(1, sum(t.role == "assistant" for t in r.turns))) for r in rolls)
         per_task.update(pass_at_k_rows(rolls, ks))
     overall = {f"pass@{k}": (sum(r[f"pass@{k}"] for r in per_task.values()) / len(per_task) if per_task else 0.0)
                for k in ks}
     return {"overall": overall, "tasks": per_task, "n_tasks": len(per_task), "samples": samples, "ks": list(ks),
             "failure_classes": dict(failures.most_common()),
-            "seconds": {"generate": round(t_gen, 3), "verify": round(t_ver, 3)}}
+            "seconds": {"generate": round(t_gen, 3), "verify": round(t_ver, 3)},
+            "max_turns": getattr(env, "max_turns", 1), "turns": dict(sorted(turns.items(), key=lambda kv: int(kv[0])))}
 
 
 class _Prompt:

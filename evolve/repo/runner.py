@@ -11,9 +11,15 @@ not have is refused as a
 hack: package code shares the process with pytest, so this static rule is what keeps it from
 reaching the runner (a real fix restores the pristine code and needs none of them).
 
-The view (``bwrap_argv``): the interpreter and its standard library, pytest and its few dependencies
-and the results plugin, all read-only; the graded tree at ``/repo`` (a throwaway copy); an empty
-``/tmp``; no network (``--unshare-all``); no project, venv, task file or sdist cache.
+The view (``bwrap_argv``): the function sandbox's own read-only system view (``view.system_view``:
+system libraries, the interpreter and its standard library, 5 device nodes), pytest and its few
+dependencies and the results plugin, all read-only; the graded tree at ``/repo`` (a throwaway copy),
+read-only too; one writable file (the results file, capped by RLIMIT_FSIZE) and a size-capped
+``/tmp`` tmpfs that dies with the run; no /proc, no network (``--unshare-all``); no project, venv,
+task file or sdist cache. Limits (``launch.py``, before pytest starts): the function sandbox's
+seccomp filter, rlimits (CPU, address space, file size, open files), at most ~300 tasks in the run's
+own pid namespace, no capabilities; the parent keeps at most ``OUTPUT_CAP`` bytes of output and stops
+a run that prints more.
 Runner configuration the agent cannot touch: ``-c`` an ini outside the tree, ``--rootdir /repo``,
 ``-p no:cacheprovider``, ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``, ``PYTHONDONTWRITEBYTECODE=1``, a fresh
 nonce per run, and a run counts only with the plugin's closing line (``pytest_plugin.py``).
@@ -26,6 +32,7 @@ import importlib.util
 import json
 import os
 import secrets
+import select
 import shutil
 import subprocess
 import tempfile
@@ -34,9 +41,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evolve.errors import EvolveError
-from evolve.verification.sandbox import view
+from evolve.verification.sandbox import seccomp, view
 
 PLUGIN = Path(__file__).with_name("pytest_plugin.py")
+# Copied into the read-only runner folder: the launcher and the two stdlib-only modules it shares
+# with the verification server (the seccomp prctl calls, the pid namespace's task cap).
+SANDBOX = Path(view.__file__).parent
+RUNNER_FILES = {"evolve_repo_plugin.py": PLUGIN, "evolve_repo_launch.py": Path(__file__).with_name("launch.py"),
+                "evolve_sandbox_kernel.py": SANDBOX / "kernel.py", "evolve_sandbox_jobenv.py": SANDBOX / "jobenv.py"}
 RUNNER_DISTS = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py.py")
 CONFIG_FILES = {"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "setup.py",
                 "sitecustomize.py", "usercustomize.py", "__main__.py"}
@@ -51,6 +63,14 @@ GRADER_NAMES = frozenset({
     "cr_frame", "ag_frame", "f_builtins", "f_code", "exc_info", "exception"})
 INI = "[pytest]\naddopts =\npython_files = test_*.py *_test.py tests.py\n"
 TIMEOUT_S = 60.0
+# The function sandbox's limits, sized for pytest (measured: benchmarks/repo_runner_cost.py runs every
+# built task's selection under them). RLIMIT_NPROC is not among them: in the sandbox's user namespace
+# it did not stop 1,000 threads here (the run's task cap is its pid namespace's pid_max, launch.py).
+RLIMITS = {"RLIMIT_CPU": int(TIMEOUT_S), "RLIMIT_AS": 1 << 30, "RLIMIT_FSIZE": 16 << 20, "RLIMIT_NOFILE": 256,
+           "RLIMIT_CORE": 0}
+TMP_BYTES = 64 << 20  # the run's /tmp (pytest's capture files, tmp_path): a tmpfs of this size
+OUTPUT_CAP = 1 << 20  # bytes of stdout+stderr the parent keeps; a run that prints more is stopped
+ISOLATION = "bwrap+seccomp (repo-fix pytest view, rlimits)"
 
 
 @dataclass
@@ -64,6 +84,7 @@ class RunResult:
     output: str = ""
     seconds: float = 0.0
     hack: str | None = None
+    stopped: str = ""  # why the parent stopped the run (time, output), "" when it ended by itself
 
     def passed(self, node_id: str) -> bool:
         return self.complete and self.outcomes.get(node_id) == "passed"
@@ -151,11 +172,17 @@ def graded_tree(pristine: Path, work: Path | None, dest: Path) -> str | None:
 
 
 def _runner_dir(root: Path) -> Path:
-    """A read-only folder for the sandbox: pytest's packages (bound) and the results plugin (copied)."""
+    """A read-only folder for the sandbox: pytest's packages (bound), the launcher, the results plugin
+    and the modules they share with the verification server (copied), the limits and the filter."""
+    bpf, why = seccomp.job_filter()
+    if bpf is None:
+        raise EvolveError(f"repo tasks need the sandbox's seccomp filter: {why}")
     site = root / "site"
     site.mkdir(parents=True)
-    shutil.copyfile(PLUGIN, site / "evolve_repo_plugin.py")
+    for name, src in RUNNER_FILES.items():
+        shutil.copyfile(src, site / name)
     (root / "pytest.ini").write_text(INI)
+    (root / "limits.json").write_text(json.dumps({"rlimits": RLIMITS, "bpf": bpf.hex(), "tasks": True}))
     for src, dst in _runner_binds():  # mount points must exist: the folder is read-only in the view
         point = site / Path(dst).name
         point.mkdir() if Path(src).is_dir() else point.touch()
@@ -176,27 +203,17 @@ def _runner_binds() -> list[tuple[str, str]]:
 
 
 def bwrap_argv(tree: Path, runner: Path, out: Path, python_path: list[str]) -> list[str]:
-    """The view: interpreter + stdlib + /usr read-only, the tree at /repo, the runner at /runner."""
+    """The view: the function sandbox's system view, the tree at /repo, the runner at /runner."""
     if not view.have_bwrap():
         raise EvolveError("repo tasks need bubblewrap (bwrap); install it (scripts/setup.sh does as root)")
-    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--uid", "65534", "--gid", "65534"]
-    for top in ("/lib", "/lib64", "/lib32", "/bin"):
-        if os.path.islink(top):
-            cmd += ["--symlink", os.readlink(top), top]
-        elif os.path.isdir(top) and top != "/bin":
-            cmd += ["--ro-bind", top, top]
-    cmd += ["--ro-bind", "/usr", "/usr"]
-    binds, masks = view._python_paths()
-    for p in binds:
-        cmd += ["--ro-bind", p, p]
-    for p in masks:
-        cmd += ["--tmpfs", p]
-    if os.path.exists("/etc/ld.so.cache"):
-        cmd += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
-    cmd += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--ro-bind", str(runner), "/runner"]
+    # pid 1 of its own pid namespace, with CAP_SYS_ADMIN in the sandbox's user namespace only: the
+    # launcher needs both to cap the namespace's tasks and unmount /proc, then drops every capability.
+    cmd = view.namespaces("--cap-add", "CAP_SYS_ADMIN", "--as-pid-1") + view.system_view()
+    cmd += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--proc", "/proc", "--ro-bind", str(runner), "/runner"]
     for src, dst in _runner_binds():
         cmd += ["--ro-bind", src, dst]
-    cmd += ["--bind", str(tree), "/repo", "--bind", str(out), "/out", "--chdir", "/repo"]
+    cmd += ["--ro-bind", str(tree), "/repo", "--bind", str(out / "results.jsonl"), "/out/results.jsonl",
+            "--remount-ro", "/", "--chdir", "/repo"]
     env = {"PYTHONPATH": ":".join(["/runner/site", *python_path]), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "HOME": "/tmp", "LANG": "C.UTF-8",
            "EVOLVE_REPO_OUT": "/out/results.jsonl"}
@@ -207,7 +224,7 @@ def bwrap_argv(tree: Path, runner: Path, out: Path, python_path: list[str]) -> l
 
 def pytest_argv(selection: list[str]) -> list[str]:
     """The runner command (identical for the agent's runs and the hidden run of the same selection)."""
-    return [view.interpreter(), "-s", "-B", "-m", "pytest", "-p", "evolve_repo_plugin", "-p", "no:cacheprovider",
+    return [view.interpreter(), "-s", "-B", "-m", "evolve_repo_launch", "-p", "evolve_repo_plugin", "-p", "no:cacheprovider",
             "-c", "/runner/pytest.ini", "--rootdir", "/repo", "-q", "-rN", "--tb=short", "--color=no",
             "-o", "console_output_style=classic", *selection]
 
@@ -224,21 +241,49 @@ def run_tests(pristine: Path, work: Path | None, selection: list[str], python_pa
             return RunResult(output=hack, hack=hack, seconds=time.monotonic() - t0)
         _runner_dir(runner)
         out.mkdir()
+        (out / "results.jsonl").touch()
         nonce = secrets.token_hex(16)
         argv = bwrap_argv(tree, runner, out, python_path) + ["--setenv", "EVOLVE_REPO_NONCE", nonce, "--"]
-        try:
-            proc = subprocess.run(argv + pytest_argv(selection), capture_output=True, timeout=timeout_s,
-                                  stdin=subprocess.DEVNULL)
-            output = (proc.stdout + proc.stderr).decode("utf-8", "replace")
-            code: int | None = proc.returncode
-        except subprocess.TimeoutExpired as e:
-            output = ((e.stdout or b"") + (e.stderr or b"")).decode("utf-8", "replace") + "\n[timed out]"
-            code = None
+        raw, code, note = _capped_run(argv + pytest_argv(selection), timeout_s, OUTPUT_CAP)
+        output = raw.decode("utf-8", "replace") + note
         res = _parse(out / "results.jsonl", nonce)
-    res.exit_code, res.output, res.seconds = code, output, time.monotonic() - t0
+    res.exit_code, res.output, res.seconds, res.stopped = code, output, time.monotonic() - t0, note.strip(" \n[]")
     if code not in (0, 1, 5):  # 2 interrupted, 3 internal error, 4 usage error, None killed, else: a forced exit
         res.complete = False
     return res
+
+
+def _capped_run(argv: list[str], timeout_s: float, cap: int) -> tuple[bytes, int | None, str]:
+    """(first ``cap`` bytes of stdout+stderr, exit status or None, a note when the run was stopped).
+    The parent never holds more than ``cap`` bytes of a run's output: one that prints more, or runs
+    past ``timeout_s``, is killed (bwrap ``--die-with-parent`` takes the sandbox with it)."""
+    buf, note = bytearray(), ""
+    deadline = time.monotonic() + timeout_s
+    with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
+        fd = proc.stdout.fileno()
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                note = "\n[timed out]"
+                break
+            if not select.select([fd], [], [], left)[0]:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            room = cap - len(buf)
+            buf += chunk[:room]
+            if len(chunk) > room:
+                note = f"\n[output truncated at {cap} bytes: the run was stopped]"
+                break
+        if not note:
+            try:
+                return bytes(buf), proc.wait(max(0.1, deadline - time.monotonic())), ""
+            except subprocess.TimeoutExpired:
+                note = "\n[timed out]"
+        proc.kill()
+        proc.wait()
+    return bytes(buf), None, note
 
 
 def _parse(path: Path, nonce: str) -> RunResult:

@@ -86,3 +86,16 @@ def test_eval_runs_any_environment(random_model_dir, tmp_path, suite):
     report = json.loads(p.stdout)
     assert report["n_tasks"] == 2 and all(row["n"] == 2 for row in report["tasks"].values())
     assert report["overall"]["pass@2"] == 0.0  # a random model writes no working code, in any turn
+
+
+def test_eval_max_turns_sets_the_episode_length(random_model_dir, tmp_path):
+    """--max-turns means what the loop config's max_turns means: a random model never passes the
+    visible tests, so every self-repair episode runs exactly max_turns policy turns."""
+    spec = tmp_path / "p.toml"
+    spec.write_text(f'model = "{random_model_dir}"\n[sampling]\nmax_new_tokens = 8\n')
+    for turns in (2, 1):
+        p = _evolve("--policy", str(spec), "--suite", "tiny-coder-repair", "--samples", "2", "--k", "1",
+                    "--tasks", "2", "--max-turns", str(turns), "--json")
+        assert p.returncode == 0, p.stderr[-2000:]
+        report = json.loads(p.stdout)
+        assert report["max_turns"] == turns and report["turns"] == {str(turns): 4}, report["turns"]

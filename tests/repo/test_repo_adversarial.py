@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -114,14 +113,14 @@ def test_exit_at_import_fails_even_without_the_static_rule(env, monkeypatch):
 def test_agent_runs_and_the_hidden_run_look_the_same_from_inside(env, monkeypatch):
     """Grader detection: for the same selection, the agent's `test` tool and the hidden run start the
     same command in the same view with the same environment (only the nonce and host temp paths
-    differ, and neither is visible inside). subprocess.run is replaced only to capture the argv."""
+    differ, and neither is visible inside). The process start is replaced only to capture the argv."""
     seen = []
 
-    def capture(argv, **_kw):
+    def capture(argv, _timeout, _cap):
         seen.append(argv)
-        return subprocess.CompletedProcess(argv, 1, b"", b"")
+        return b"", 1, ""
 
-    monkeypatch.setattr(runner.subprocess, "run", capture)
+    monkeypatch.setattr(runner, "_capped_run", capture)
     task = env.splits()["train"][0]
     sel = task.meta["fail_to_pass"] + task.meta["pass_to_pass"]
     from evolve.env.base import EpisodeState
@@ -138,7 +137,7 @@ def test_agent_runs_and_the_hidden_run_look_the_same_from_inside(env, monkeypatc
             if skip:
                 skip = False
                 continue
-            if a in ("--bind", "--ro-bind") and argv[i + 2] in ("/repo", "/out", "/runner"):
+            if a in ("--bind", "--ro-bind") and argv[i + 2] in ("/repo", "/out/results.jsonl", "/runner"):
                 out += [a, "<tmp>"]
                 skip = True
                 continue
@@ -164,9 +163,9 @@ def test_no_host_files():
     for p in [{str(secret)!r}, {str(out / "cache")!r}, {str(Path.cwd())!r}, "/work", "/home/user", "/root/.ssh"]:
         assert not os.path.exists(p), p
 def test_no_network():
-    s = socket.socket()
-    s.settimeout(2)
-    try:
+    try:  # the seccomp filter denies socket() itself; the empty network namespace is behind it
+        s = socket.socket()
+        s.settimeout(2)
         s.connect(("1.1.1.1", 80))
         raise AssertionError("network reachable")
     except OSError:

@@ -39,7 +39,8 @@ class SandboxUnavailable(EvolveError):
 
 def server_source() -> str:
     """codec + harness + server as one stdlib-only program (no package imports inside)."""
-    return "\n".join((_HERE / name).read_text() for name in ("codec.py", "harness.py", "jobenv.py", "keeper.py", "server.py"))
+    return "\n".join((_HERE / name).read_text() for name in ("codec.py", "harness.py", "jobenv.py", "keeper.py", "kernel.py",
+                                                        "server.py"))
 
 
 @dataclass(frozen=True)

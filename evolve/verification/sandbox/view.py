@@ -41,12 +41,17 @@ def _python_paths() -> tuple[list[str], list[str]]:
     return binds, masks
 
 
-def bwrap_command() -> list[str]:
-    """bwrap ... -- (the caller appends the interpreter command)."""
-    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--uid", "65534", "--gid", "65534",
-           # Inside the sandbox's own user namespace only: the server clones each job into fresh pid,
-           # mount and IPC namespaces; every job drops all capabilities before it reads its payload.
-           "--cap-add", "CAP_SYS_ADMIN", "--clearenv", "--setenv", "PYTHONHASHSEED", "0"]
+def namespaces(*extra: str) -> list[str]:
+    """bwrap with every namespace new, uid/gid 65534, ``extra`` options, an empty environment."""
+    return ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--uid", "65534", "--gid", "65534",
+            *extra, "--clearenv"]
+
+
+def system_view() -> list[str]:
+    """The read-only part every sandbox shares: system libraries, /usr (minus /usr/local, /usr/share and
+    system-wide Python packages), the interpreter and its standard library (minus site-packages and the
+    test suite), the loader cache, and a /dev of 5 device nodes only (no /dev/shm, no ptys)."""
+    cmd: list[str] = []
     for top in ("/lib", "/lib64", "/lib32", "/libx32", "/bin"):
         if os.path.islink(top):
             cmd += ["--symlink", os.readlink(top), top]
@@ -67,6 +72,14 @@ def bwrap_command() -> list[str]:
     cmd += ["--dir", "/dev"]
     for dev in ("null", "zero", "full", "random", "urandom"):
         cmd += ["--dev-bind", f"/dev/{dev}", f"/dev/{dev}"]
+    return cmd
+
+
+def bwrap_command() -> list[str]:
+    """bwrap ... -- (the caller appends the interpreter command)."""
+    # CAP_SYS_ADMIN inside the sandbox's own user namespace only: the server clones each job into fresh
+    # pid, mount and IPC namespaces; every job drops all capabilities before it reads its payload.
+    cmd = namespaces("--cap-add", "CAP_SYS_ADMIN") + ["--setenv", "PYTHONHASHSEED", "0"] + system_view()
     # No /proc at all (nothing of the server or of other jobs to look at) and no writable place: /tmp
     # is an empty folder of the read-only root, so no job can leave a file for another.
     # /proc is mounted only for the server to open /proc/sys/kernel (each job's pid_max, that is its
