@@ -32,7 +32,7 @@ def scenario(*args: str) -> dict:
     return json.loads(lines[-1].removeprefix("RESULT "))
 
 
-@pytest.fixture(scope="module", params=["lora", "full"])
+@pytest.fixture(scope="module", params=[pytest.param("lora", marks=pytest.mark.vllm_ci), "full"])
 def synced(request, tmp_path_factory, smollm2_spec):
     ckpt = tmp_path_factory.mktemp(f"ckpt-{request.param}")
     res = scenario("sync", "--finetune", request.param, "--out", str(ckpt))

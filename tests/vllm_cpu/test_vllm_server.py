@@ -77,6 +77,7 @@ def server_spec(port: int, finetune: str = "lora"):
     return PolicySpec.from_dict(d)
 
 
+@pytest.mark.vllm_ci
 def test_server_samples_from_the_synced_adapter(server):
     from vllm_check import groups_from, prompts
 
@@ -99,6 +100,7 @@ def test_server_samples_from_the_synced_adapter(server):
     pol.close()
 
 
+@pytest.mark.vllm_ci
 def test_full_finetuning_on_the_cpu_path_is_one_line(server):
     from evolve.errors import EvolveError
     from evolve.policy import load_policy
