@@ -29,6 +29,7 @@ def scenario(*args: str) -> dict:
     if proc.returncode != 0 or not lines:
         raise AssertionError(f"vllm_check {' '.join(args)} exited {proc.returncode}\n{proc.stdout[-3000:]}\n"
                              f"{proc.stderr[-6000:]}")
+    print(f"vllm_check {' '.join(args[:3])}: {lines[-1]}")  # the measured agreement, shown with -s
     return json.loads(lines[-1].removeprefix("RESULT "))
 
 
