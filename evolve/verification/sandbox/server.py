@@ -37,7 +37,7 @@ import sys
 import time
 
 try:  # as a package module; in the server source these are already defined
-    from evolve.verification.sandbox.harness import _on_alarm, run_harness
+    from evolve.verification.sandbox.harness import _on_alarm, run_harness, watch_builtins
     from evolve.verification.sandbox.jobenv import _TASKS_MAX, _limit_tasks, _reset_pipes, _sysctl_dir
     from evolve.verification.sandbox.keeper import (
         _await_job,
@@ -350,6 +350,7 @@ class _Server:
         self.ns = bool(cfg.get("ns")) and _ns_available(cfg)
         import gc
 
+        cfg["_watch"] = watch_builtins() is not None  # once, here: no job copies the builtins dict (harness.py)
         gc.freeze()  # what exists now is never traversed by a job's collector: fewer copy-on-write faults
         for k in range(len(self.slots)):
             self._spawn(k)
@@ -379,7 +380,7 @@ class _Server:
         kern = self.cfg["_kernel"]
         self.send({"ready": True, "ns": self.ns, "seccomp": kern.bpf is not None, "uid": os.getuid(),
                    "tasks_max": _TASKS_MAX if self.ns and self.cfg.get("_sysk") is not None else None,
-                   "pid": os.getpid(), "slots": len(self.slots)})
+                   "pid": os.getpid(), "slots": len(self.slots), "watch": self.cfg["_watch"]})
         while self.open:
             deadlines = [s.deadline for s in self.slots if s.deadline is not None and not s.timeout]
             deadlines += [s.hard for s in self.slots if s.hard is not None]
