@@ -49,3 +49,63 @@ def test_an_added_name_or_a_restored_builtin_is_not_flagged_as_before(verifier, 
             "def add(a, b):\n    return a + b\n")
     r = verifier.verify(add_task, body)
     assert r.passed and not r.hack_flags
+
+
+def _run_bpf(prog: bytes, data: bytes) -> int:
+    """A classic-BPF interpreter for what libseccomp emits: the action for one seccomp_data."""
+    import struct
+
+    insns = [struct.unpack_from("<HBBI", prog, i) for i in range(0, len(prog), 8)]
+    a, x, mem, pc = 0, 0, [0] * 16, 0
+    for _ in range(10_000):
+        code, jt, jf, k = insns[pc]
+        pc += 1
+        if code == 0x20:  # ld [k]
+            a = struct.unpack_from("<I", data, k)[0]
+        elif code == 0x06:  # ret k
+            return k
+        elif code in (0x15, 0x25, 0x35, 0x45):  # jeq, jgt, jge, jset k
+            cond = {0x15: a == k, 0x25: a > k, 0x35: a >= k, 0x45: bool(a & k)}[code]
+            pc += jt if cond else jf
+        elif code == 0x05:  # ja k
+            pc += k
+        elif code == 0x54:  # and k
+            a &= k
+        elif code == 0x02:  # st M[k]
+            mem[k] = a
+        elif code == 0x60:  # ld M[k]
+            a = mem[k]
+        elif code == 0x07:  # tax
+            x = a
+        elif code == 0x87:  # txa
+            a = x
+        else:
+            raise AssertionError(f"unknown BPF opcode {code:#x}")
+    raise AssertionError("no return")
+
+
+def test_the_tree_shaped_filter_decides_every_syscall_as_the_list_did():
+    import os
+    import struct
+
+    from evolve.verification.sandbox.seccomp import compile_filter
+
+    if os.uname().machine != "x86_64":
+        pytest.skip("the arch constant below is x86_64's")
+    tree, why = compile_filter(optimize=True)
+    flat, _ = compile_filter(optimize=False)
+    assert tree is not None and flat is not None, why
+    assert tree != flat, "the tree option had no effect: this test would compare a program with itself"
+    args_sets = [(0,) * 6, (0x10000,) + (0,) * 5, (0x11,) + (0,) * 5, (0x1200011,) + (0,) * 5,
+                 *[(3, cmd, 0, 0, 0, 0) for cmd in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 16, 36, 37, 38, 1031, 1032)],
+                 (3, 0x8901, 0, 0, 0, 0), (3, 0x8902, 0, 0, 0, 0), (3, 0x5401, 0, 0, 0, 0),
+                 (3, (1 << 32) | 8, 0, 0, 0, 0), ((1 << 40) | 0x10000,) + (0,) * 5]
+    denied = 0
+    for arch in (0xC000003E, 0x40000003):  # x86_64, i386 (a foreign arch: both must refuse it alike)
+        for nr in [*range(0, 470), *range(0x40000000, 0x40000010)]:
+            for args in args_sets:
+                data = struct.pack("<iIQ6Q", nr, arch, 0, *args)
+                got, want = _run_bpf(tree, data), _run_bpf(flat, data)
+                assert got == want, (hex(arch), nr, args, hex(got), hex(want))
+                denied += want != 0x7FFF0000
+    assert denied > 100 * len(args_sets)  # the denied calls are really in there (EPERM / ENOSYS)
