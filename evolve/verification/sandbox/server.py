@@ -1,7 +1,8 @@
 """The zygote fork-server. Standard library only.
 
-codec.py + harness.py + jobenv.py + keeper.py + this file, concatenated, run as ``python -s -S -B -P -c <boot> <source>
-<config json>`` (inside bubblewrap by default); never imported by the sandboxed side from the
+codec.py + harness.py + jobenv.py + keeper.py + this file, concatenated, compiled by the parent and run as
+``python -s -S -B -P -c <boot> <config json>`` with the marshalled code on stdin (inside bubblewrap
+by default); never imported by the sandboxed side from the
 package. The server stays tiny (no torch, no numpy) and **never holds any job's data**: it never
 reads a source, an argument or a result. Each of its ``slots`` owns three pipes made by the
 parent: payload (parent -> job), results and output (job -> parent). The server keeps one clean
@@ -38,7 +39,13 @@ import time
 
 try:  # as a package module; in the server source these are already defined
     from evolve.verification.sandbox.harness import _on_alarm, run_harness, watch_builtins
-    from evolve.verification.sandbox.jobenv import _TASKS_MAX, _limit_tasks, _reset_pipes, _sysctl_dir
+    from evolve.verification.sandbox.jobenv import (
+        _TASKS_MAX,
+        _limit_tasks,
+        _preimport,
+        _reset_pipes,
+        _sysctl_dir,
+    )
     from evolve.verification.sandbox.keeper import (
         _await_job,
         _close_except,
@@ -419,7 +426,8 @@ class _Server:
                 if name.startswith(f"evolve-job-{self.cfg['_srv']}-"):  # never another server's
                     shutil.rmtree(f"{self.cfg['tmp']}/{name}", ignore_errors=True)
         me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        self.send({"stats": {"server_cpu_s": me.ru_utime + me.ru_stime, "jobs_cpu_s": kids.ru_utime + kids.ru_stime}})
+        self.send({"stats": {"server_cpu_s": me.ru_utime + me.ru_stime, "jobs_cpu_s": kids.ru_utime + kids.ru_stime,
+                                 "jobs_minflt": kids.ru_minflt}})
 
     def _control(self):
         chunk = os.read(self.ctl_r, 1 << 16)
@@ -480,23 +488,6 @@ class _Server:
         self._done(k, code, sig, (ru.ru_utime + ru.ru_stime) if ru else None, False)
         self._spawn(k)
 
-
-# What candidate code commonly imports (typing alone costs a child ~5 ms). Not random, statistics or
-# threading: they register at-fork hooks (random reseeds from urandom in every child), which made
-# each fork about 3x dearer when measured here; and not hashlib, decimal, fractions: each module
-# loaded here makes every fork a little dearer, and few candidates use them.
-_PREIMPORT = ("math", "re", "collections", "itertools", "functools", "heapq", "bisect", "string", "typing",
-              "marshal", "json", "json.encoder", "resource", "fcntl", "signal")
-
-
-def _preimport():
-    import importlib
-
-    for name in _PREIMPORT:
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001
-            pass
 
 
 if __name__ == "__main__":
