@@ -209,7 +209,6 @@ class ForkServer:
         prefix = view.bwrap_command() if mode == "bwrap+seccomp" else []
         cmd = prefix + [view.interpreter(), "-s", "-S", "-B", "-P", "-c", _BOOT, json.dumps(cfg)]
         passed = [fd for s in slots_child for fd in s] + [cr, sw, rep_w]
-        code = server_code()
         code_r, code_w = _pipe(big=True)  # 1 MiB: the code (~75 KB) is written at once, never waiting on the server
         try:
             popen = subprocess.Popen(cmd, stdin=code_r, stdout=subprocess.DEVNULL,
@@ -219,6 +218,7 @@ class ForkServer:
             popen, err = None, e
         for fd in [*passed, code_r]:
             os.close(fd)
+        code = server_code()  # compiled (once per process) while bubblewrap and the interpreter start
         try:
             while code and popen is not None:
                 code = code[os.write(code_w, code):]
