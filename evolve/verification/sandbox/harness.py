@@ -52,20 +52,19 @@ def _exc_info(e, tb, _type=type, _str=str, _name=type.__dict__["__name__"].__get
 
 
 _ALARM = [None]  # the running harness's flush, called on SIGALRM
-# (read the builtins dict's version, that version, a copy of the dict), made once by the server before
-# any fork (watch_builtins); None: each job copies the dict itself.
-_BUILTINS_WATCH = [None]
 
 
 def watch_builtins():
     """Let jobs tell whether their candidate changed builtins without copying the dict per job.
 
     Copying (or iterating) ``builtins.__dict__`` increfs every key and value: each sits on its own
-    page of libpython's data, so each job took ~75 copy-on-write faults (~7% of a short job's CPU)
-    just for this check. Instead the server copies the dict once and reads the dict's version tag
-    (PEP 509: CPython bumps it on every change of the dict) through ctypes, which touches none of
-    the values. Only if the version moved does a job compare values, exactly as before. Used only
-    after a self-test on this interpreter (the field's offset and its bumping); else None."""
+    page of libpython's data, so each job took ~60 copy-on-write faults (~11% of a short job's) just
+    for this check. Instead the server copies the dict once and each job reads the dict's version
+    tag (PEP 509: CPython bumps it on every change of the dict) through ctypes, which touches none
+    of the values. Only if the version moved does a job compare values, exactly as before. Returns
+    (read the version, its cell, the version now, a copy of the dict) for run_harness's ``watch``,
+    held in the server's config like the per-job copy was held in a local (no module global); None
+    when the self-test on this interpreter (the field's offset, its bumping) fails."""
     import builtins
 
     try:
@@ -89,9 +88,7 @@ def watch_builtins():
     used, tag = fields(builtins.__dict__)
     if not ok or used.value != len(builtins.__dict__):
         return None
-    _BUILTINS_WATCH[0] = (tag.__class__.value.__get__, tag, tag.value, dict(builtins.__dict__))
-    return _BUILTINS_WATCH[0]
-
+    return tag.__class__.value.__get__, tag, tag.value, dict(builtins.__dict__)
 
 
 def _on_alarm(signum, frame):
@@ -191,7 +188,7 @@ def _make_guard(emit, flag, enc):
     return guarded, err_line
 
 
-def run_harness(job, nonce, res_fd, hide):
+def run_harness(job, nonce, res_fd, hide, watch=None):
     """Run one job (see the module docstring); stream ``<nonce> <payload>`` lines to ``res_fd``."""
     import builtins
     import signal
@@ -204,8 +201,7 @@ def run_harness(job, nonce, res_fd, hide):
     guarded, err_line = _make_guard(emit, flag, enc)
     limit = job.get("limit", 1 << 20)
     mode = job.get("mode", "run")
-    watch = _BUILTINS_WATCH[0]
-    if watch is not None and watch[0](watch[1]) == watch[2]:  # builtins as the server copied them
+    if watch is not None and watch[0](watch[1]) == watch[2]:  # as the server copied them (watch_builtins)
         read_version, tag, version, snapshot = watch
     else:
         read_version, tag, version, snapshot = None, None, None, dict(builtins.__dict__)

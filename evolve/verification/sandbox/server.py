@@ -216,7 +216,7 @@ def _child(k, cfg, in_ns):
                          (resource.RLIMIT_FSIZE, cfg["fsize"]), (resource.RLIMIT_NOFILE, 64),
                          (resource.RLIMIT_CORE, 0)):
             resource.setrlimit(lim, (val, val))
-        run_harness(job, job["nonce"], 3, tuple(cfg.get("hide", ())))
+        run_harness(job, job["nonce"], 3, tuple(cfg.get("hide", ())), cfg["_watch"])
     except BaseException as e:  # noqa: BLE001 - the harness itself failed: report, no sentinel
         try:
             os.write(2, (f"harness error: {e!r}\n").encode())
@@ -357,7 +357,7 @@ class _Server:
         self.ns = bool(cfg.get("ns")) and _ns_available(cfg)
         import gc
 
-        cfg["_watch"] = watch_builtins() is not None  # once, here: no job copies the builtins dict (harness.py)
+        cfg["_watch"] = watch_builtins()  # once, here: no job copies the builtins dict (harness.py)
         gc.freeze()  # what exists now is never traversed by a job's collector: fewer copy-on-write faults
         for k in range(len(self.slots)):
             self._spawn(k)
@@ -387,7 +387,7 @@ class _Server:
         kern = self.cfg["_kernel"]
         self.send({"ready": True, "ns": self.ns, "seccomp": kern.bpf is not None, "uid": os.getuid(),
                    "tasks_max": _TASKS_MAX if self.ns and self.cfg.get("_sysk") is not None else None,
-                   "pid": os.getpid(), "slots": len(self.slots), "watch": self.cfg["_watch"]})
+                   "pid": os.getpid(), "slots": len(self.slots), "watch": self.cfg["_watch"] is not None})
         while self.open:
             deadlines = [s.deadline for s in self.slots if s.deadline is not None and not s.timeout]
             deadlines += [s.hard for s in self.slots if s.hard is not None]
