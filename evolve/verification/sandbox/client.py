@@ -27,7 +27,12 @@ from evolve.verification.sandbox.batch import _Batch
 from evolve.verification.sandbox.seccomp import job_filter
 
 _HERE = Path(__file__).parent
-_BOOT = "import sys;exec(compile(sys.argv[1],'<evolve-harness>','exec'))"
+# The server's code arrives compiled (marshal) on its stdin: compiling the ~1,500 lines in every server
+# took ~10 ms of its start-up (on the critical path of a cold batch) and left the AST's memory
+# fragmenting its heap, which every keeper's fork then copied. The same interpreter binary runs on
+# both sides (view.interpreter()), so marshal's format matches.
+_BOOT = "import sys,marshal;exec(marshal.loads(sys.stdin.buffer.read()))"
+_CODE: dict[str, bytes] = {}  # server source -> its marshalled code, compiled once per process
 _CTL_MAX = 1 << 16  # longest control line the server may send
 _warned: set[str] = set()
 SLOTS_PER_JOB = 3  # slots (each with a clean job process waiting) per concurrent job
@@ -41,6 +46,17 @@ def server_source() -> str:
     """codec + harness + server as one stdlib-only program (no package imports inside)."""
     return "\n".join((_HERE / name).read_text() for name in ("codec.py", "harness.py", "jobenv.py", "keeper.py", "kernel.py",
                                                         "server.py"))
+
+
+def server_code() -> bytes:
+    """server_source() compiled and marshalled (frames keep the name ``<evolve-harness>``)."""
+    import marshal
+
+    src = server_source()
+    if src not in _CODE:
+        _CODE.clear()
+        _CODE[src] = marshal.dumps(compile(src, "<evolve-harness>", "exec"))
+    return _CODE[src]
 
 
 @dataclass(frozen=True)
@@ -192,16 +208,24 @@ class ForkServer:
                "ro_root": mode != "bwrap+seccomp", "in_bwrap": mode == "bwrap+seccomp",
                "fsize": c.fsize, "drop_uid": c.drop_uid, "hide": [p for p in c.hide if p] + list(c.hide_patterns)}
         prefix = view.bwrap_command() if mode == "bwrap+seccomp" else []
-        cmd = prefix + [view.interpreter(), "-s", "-S", "-B", "-P", "-c", _BOOT, server_source(), json.dumps(cfg)]
+        cmd = prefix + [view.interpreter(), "-s", "-S", "-B", "-P", "-c", _BOOT, json.dumps(cfg)]
         passed = [fd for s in slots_child for fd in s] + [cr, sw, rep_w]
+        code_r, code_w = _pipe(big=True)  # 1 MiB: the code (~75 KB) is written at once, never waiting on the server
         try:
-            popen = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            popen = subprocess.Popen(cmd, stdin=code_r, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, cwd="/", close_fds=True, pass_fds=passed,
                                      start_new_session=True, env={"PYTHONHASHSEED": "0"})
         except OSError as e:
             popen, err = None, e
-        for fd in passed:
+        for fd in [*passed, code_r]:
             os.close(fd)
+        code = server_code()  # compiled (once per process) while bubblewrap and the interpreter start
+        try:
+            while code and popen is not None:
+                code = code[os.write(code_w, code):]
+        except OSError:
+            pass  # the server is gone already: its hello says why
+        os.close(code_w)
         proc = _Proc(popen, cw, sr, slots_parent, rep_r)
         os.set_blocking(rep_r, False)
         if popen is None:

@@ -54,6 +54,43 @@ def _exc_info(e, tb, _type=type, _str=str, _name=type.__dict__["__name__"].__get
 _ALARM = [None]  # the running harness's flush, called on SIGALRM
 
 
+def watch_builtins():
+    """Let jobs tell whether their candidate changed builtins without copying the dict per job.
+
+    Copying (or iterating) ``builtins.__dict__`` increfs every key and value: each sits on its own
+    page of libpython's data, so each job took ~60 copy-on-write faults (~11% of a short job's) just
+    for this check. Instead the server copies the dict once and each job reads the dict's version
+    tag (PEP 509: CPython bumps it on every change of the dict) through ctypes, which touches none
+    of the values. Only if the version moved does a job compare values, exactly as before. Returns
+    (read the version, its cell, the version now, a copy of the dict) for run_harness's ``watch``,
+    held in the server's config like the per-job copy was held in a local (no module global); None
+    when the self-test on this interpreter (the field's offset, its bumping) fails."""
+    import builtins
+
+    try:
+        import ctypes
+    except Exception:  # noqa: BLE001 - no ctypes here: each job copies the dict, as before
+        return None
+    word = ctypes.sizeof(ctypes.c_void_p)
+    if word != 8 or ctypes.sizeof(ctypes.c_ssize_t) != 8:
+        return None
+
+    def fields(d):  # PyDictObject: ob_refcnt, ob_type, ma_used, ma_version_tag
+        return ctypes.c_ssize_t.from_address(id(d) + 2 * word), ctypes.c_uint64.from_address(id(d) + 3 * word)
+
+    probe = {"a": 1}
+    used, tag = fields(probe)
+    v0 = tag.value
+    probe["a"] = 2
+    v1 = tag.value
+    probe["b"] = 3
+    ok = used.value == 2 and v0 != v1 != tag.value != v0
+    used, tag = fields(builtins.__dict__)
+    if not ok or used.value != len(builtins.__dict__):
+        return None
+    return tag.__class__.value.__get__, tag, tag.value, dict(builtins.__dict__)
+
+
 def _on_alarm(signum, frame):
     fn = _ALARM[0]
     if fn is not None:
@@ -151,7 +188,7 @@ def _make_guard(emit, flag, enc):
     return guarded, err_line
 
 
-def run_harness(job, nonce, res_fd, hide):
+def run_harness(job, nonce, res_fd, hide, watch=None):
     """Run one job (see the module docstring); stream ``<nonce> <payload>`` lines to ``res_fd``."""
     import builtins
     import signal
@@ -164,7 +201,10 @@ def run_harness(job, nonce, res_fd, hide):
     guarded, err_line = _make_guard(emit, flag, enc)
     limit = job.get("limit", 1 << 20)
     mode = job.get("mode", "run")
-    snapshot = dict(builtins.__dict__)
+    if watch is not None and watch[0](watch[1]) == watch[2]:  # as the server copied them (watch_builtins)
+        read_version, tag, version, snapshot = watch
+    else:
+        read_version, tag, version, snapshot = None, None, None, dict(builtins.__dict__)
     _ALARM[0] = on_timer  # the SIGALRM handler was installed by the server (inherited)
     signal.setitimer(signal.ITIMER_REAL, 0.02, 0.02)
     try:
@@ -195,9 +235,10 @@ def run_harness(job, nonce, res_fd, hide):
         pass
     except BaseException:  # noqa: BLE001
         pass
-    changed = [k for k, v in dict_items(builtins.__dict__) if snapshot.get(k, v) is not v]
-    if changed or len_(builtins.__dict__) < len_(snapshot):
-        flag("hack: monkeypatch")
+    if read_version is None or read_version(tag) != version:  # the dict changed: compare, as without the tag
+        changed = [k for k, v in dict_items(builtins.__dict__) if snapshot.get(k, v) is not v]
+        if changed or len_(builtins.__dict__) < len_(snapshot):
+            flag("hack: monkeypatch")
     for f in flushes:  # bound before the candidate ran: its own print output, for the trace
         try:
             f()

@@ -1,6 +1,7 @@
 """A job's own environment, set up by the job before its payload: its slot's pipes reset, its pid
-namespace's task limit. Standard library only: concatenated into the fork-server's source after
-harness.py (see client.server_source), never imported by the sandboxed side from the package.
+namespace's task limit; and what the server loads once for every job to inherit. Standard library
+only: concatenated into the fork-server's source after harness.py (see client.server_source),
+never imported by the sandboxed side from the package.
 """
 
 import os
@@ -60,3 +61,26 @@ def _sysctl_dir(cfg, kern):
     return dfd
 
 
+# What candidate code commonly imports (typing alone costs a child ~5 ms). Not random, statistics or
+# threading: they register at-fork hooks (random reseeds from urandom in every child), which made
+# each fork about 3x dearer when measured here; and not hashlib, decimal, fractions: each module
+# loaded here makes every fork a little dearer, and few candidates use them.
+_PREIMPORT = ("math", "re", "collections", "itertools", "functools", "heapq", "bisect", "string", "typing",
+              "marshal", "json", "json.encoder", "resource", "fcntl", "signal")
+
+
+# Compiled once here so that the compiler's lazily made state (the parser's and the AST types') exists
+# before any fork: every job compiles its candidate, and made that state anew (~100 page faults) once
+# the server's own code stopped being compiled here (it comes marshalled: client._BOOT).
+_WARM = "import typing\nclass C:\n    x: int = 0\ndef f(a, *b, c=1, **d):\n    return [a for a in b if a] or {c: d}\n"
+
+
+def _preimport():
+    import importlib
+
+    for name in _PREIMPORT:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001
+            pass
+    compile(_WARM, "<warm>", "exec")

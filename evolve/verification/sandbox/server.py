@@ -1,7 +1,8 @@
 """The zygote fork-server. Standard library only.
 
-codec.py + harness.py + jobenv.py + keeper.py + kernel.py + this file, concatenated, run as ``python -s -S -B -P -c <boot> <source>
-<config json>`` (inside bubblewrap by default); never imported by the sandboxed side from the
+codec.py + harness.py + jobenv.py + keeper.py + kernel.py + this file, concatenated, compiled by the parent
+and run as ``python -s -S -B -P -c <boot> <config json>`` with the marshalled code on stdin (inside
+bubblewrap by default); never imported by the sandboxed side from the
 package. The server stays tiny (no torch, no numpy) and **never holds any job's data**: it never
 reads a source, an argument or a result. Each of its ``slots`` owns three pipes made by the
 parent: payload (parent -> job), results and output (job -> parent). The server keeps one clean
@@ -37,8 +38,14 @@ import sys
 import time
 
 try:  # as a package module; in the server source these are already defined
-    from evolve.verification.sandbox.harness import _on_alarm, run_harness
-    from evolve.verification.sandbox.jobenv import _TASKS_MAX, _limit_tasks, _reset_pipes, _sysctl_dir
+    from evolve.verification.sandbox.harness import _on_alarm, run_harness, watch_builtins
+    from evolve.verification.sandbox.jobenv import (
+        _TASKS_MAX,
+        _limit_tasks,
+        _preimport,
+        _reset_pipes,
+        _sysctl_dir,
+    )
     from evolve.verification.sandbox.keeper import (
         _await_job,
         _close_except,
@@ -147,7 +154,7 @@ def _child(k, cfg, in_ns):
                          (resource.RLIMIT_FSIZE, cfg["fsize"]), (resource.RLIMIT_NOFILE, 64),
                          (resource.RLIMIT_CORE, 0)):
             resource.setrlimit(lim, (val, val))
-        run_harness(job, job["nonce"], 3, tuple(cfg.get("hide", ())))
+        run_harness(job, job["nonce"], 3, tuple(cfg.get("hide", ())), cfg["_watch"])
     except BaseException as e:  # noqa: BLE001 - the harness itself failed: report, no sentinel
         try:
             os.write(2, (f"harness error: {e!r}\n").encode())
@@ -288,6 +295,7 @@ class _Server:
         self.ns = bool(cfg.get("ns")) and _ns_available(cfg)
         import gc
 
+        cfg["_watch"] = watch_builtins()  # once, here: no job copies the builtins dict (harness.py)
         gc.freeze()  # what exists now is never traversed by a job's collector: fewer copy-on-write faults
         for k in range(len(self.slots)):
             self._spawn(k)
@@ -317,7 +325,7 @@ class _Server:
         kern = self.cfg["_kernel"]
         self.send({"ready": True, "ns": self.ns, "seccomp": kern.bpf is not None, "uid": os.getuid(),
                    "tasks_max": _TASKS_MAX if self.ns and self.cfg.get("_sysk") is not None else None,
-                   "pid": os.getpid(), "slots": len(self.slots)})
+                   "pid": os.getpid(), "slots": len(self.slots), "watch": self.cfg["_watch"] is not None})
         while self.open:
             deadlines = [s.deadline for s in self.slots if s.deadline is not None and not s.timeout]
             deadlines += [s.hard for s in self.slots if s.hard is not None]
@@ -356,7 +364,8 @@ class _Server:
                 if name.startswith(f"evolve-job-{self.cfg['_srv']}-"):  # never another server's
                     shutil.rmtree(f"{self.cfg['tmp']}/{name}", ignore_errors=True)
         me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        self.send({"stats": {"server_cpu_s": me.ru_utime + me.ru_stime, "jobs_cpu_s": kids.ru_utime + kids.ru_stime}})
+        self.send({"stats": {"server_cpu_s": me.ru_utime + me.ru_stime, "jobs_cpu_s": kids.ru_utime + kids.ru_stime,
+                                 "jobs_minflt": kids.ru_minflt}})
 
     def _control(self):
         chunk = os.read(self.ctl_r, 1 << 16)
@@ -417,23 +426,6 @@ class _Server:
         self._done(k, code, sig, (ru.ru_utime + ru.ru_stime) if ru else None, False)
         self._spawn(k)
 
-
-# What candidate code commonly imports (typing alone costs a child ~5 ms). Not random, statistics or
-# threading: they register at-fork hooks (random reseeds from urandom in every child), which made
-# each fork about 3x dearer when measured here; and not hashlib, decimal, fractions: each module
-# loaded here makes every fork a little dearer, and few candidates use them.
-_PREIMPORT = ("math", "re", "collections", "itertools", "functools", "heapq", "bisect", "string", "typing",
-              "marshal", "json", "json.encoder", "resource", "fcntl", "signal")
-
-
-def _preimport():
-    import importlib
-
-    for name in _PREIMPORT:
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001
-            pass
 
 
 if __name__ == "__main__":
