@@ -62,11 +62,12 @@ def main() -> None:
         rv = app(standalone_mode=False)
     except EvolveError as e:
         fail(str(e), e.exit_code)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, typer.Abort):
         fail("aborted", 130)
-    except click.ClickException as e:
-        e.show()
-        raise SystemExit(e.exit_code) from None
+    except (click.ClickException, typer.TyperException) as e:
+        # typer >= 0.29 raises its own copy of click's exceptions (typer._click), not click's: both
+        # are usage errors (unknown option or command, bad value), told in one line.
+        fail(e.format_message() if hasattr(e, "format_message") else str(e), getattr(e, "exit_code", 2))
     except KeyboardInterrupt:
         fail("interrupted", 130)
     if isinstance(rv, int) and rv:
