@@ -98,53 +98,42 @@ def is_test_path(rel: str) -> bool:
             or any(p in ("tests", "test", "testing") for p in parts[:-1]))
 
 
-def _tree(source: str) -> ast.AST | None:
+def _scan(source: str) -> tuple[set[str], set[str]]:
+    """(names, imports) of a file in one parse: every identifier, attribute and imported name, and
+    grader names inside strings; imports as ``module`` or ``.module:name``. Unparseable: both empty."""
     try:
-        return ast.parse(source)
+        tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return None
-
-
-def _names(source: str) -> set[str]:
-    tree = _tree(source)
-    if tree is None:
-        return set()
-    out: set[str] = set()
+        return set(), set()
+    names: set[str] = set()
+    imports: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
-            out.add(node.id)
+            names.add(node.id)
         elif isinstance(node, ast.Attribute):
-            out.add(node.attr)
+            names.add(node.attr)
         elif isinstance(node, ast.alias):
-            out.update(node.name.split("."))
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            out.update(node.module.split("."))
+            names.update(node.name.split("."))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            out.update(w for w in node.value.replace(".", " ").split() if w in GRADER_NAMES)
-    return out
+            names.update(w for w in node.value.replace(".", " ").split() if w in GRADER_NAMES)
+        if isinstance(node, ast.Import):
+            imports.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.module:
+                names.update(node.module.split("."))
+            imports.update(f"{'.' * node.level}{node.module or ''}:{a.name}" for a in node.names)
+    return names, imports
 
 
 def grader_names_added(pristine: str, edited: str) -> set[str]:
     """Grader-facing names the edit introduces (absent from the pristine file)."""
-    added = _names(edited) - _names(pristine)
-    added |= {f"import {m}" for m in _imports(edited) - _imports(pristine)}  # no fix needs a new import
+    (old_names, old_imports), (new_names, new_imports) = _scan(pristine), _scan(edited)
+    added = new_names - old_names
+    added |= {f"import {m}" for m in new_imports - old_imports}  # no fix needs a new import
     # A new dunder (``__class__``, ``__subclasses__``, ``__globals__``...) is the way around a name
     # list: from any object it walks to the interpreter's modules; a fix restores pristine code.
     return {n for n in added if n in GRADER_NAMES or n.startswith("import ")
             or (n.startswith("__") and n.endswith("__") and len(n) > 4)}
-
-
-def _imports(source: str) -> set[str]:
-    tree = _tree(source)
-    if tree is None:
-        return set()
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            out.update(f"{'.' * node.level}{node.module or ''}:{a.name}" for a in node.names)
-    return out
 
 
 def graded_tree(pristine: Path, work: Path | None, dest: Path) -> str | None:
