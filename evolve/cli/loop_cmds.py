@@ -34,7 +34,8 @@ class StatusPrinter:
         self.progress.stop()
 
     def say(self, text: str) -> None:
-        self.console.print(text)
+        # Never wrapped: off a terminal rich folds at 80 columns, which cut the database path in two.
+        self.console.print(text, soft_wrap=True)
 
     def __call__(self, index: int, phase: str, out) -> None:
         if phase != "done":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from evolve.errors import ConfigError, EvolveError
@@ -115,14 +116,18 @@ def load_model(spec: PolicySpec, base_path: str, adapter_dir: str | None = None,
     if spec.finetune == "lora":
         from peft import LoraConfig, PeftModel, get_peft_model
 
-        if adapter_dir:
-            model = PeftModel.from_pretrained(model, adapter_dir, is_trainable=True, torch_device=device)
-        else:
-            cfg = LoraConfig(
-                r=spec.lora.r, lora_alpha=spec.lora.alpha, lora_dropout=spec.lora.dropout,
-                target_modules=list(spec.lora.target_modules), task_type="CAUSAL_LM",
-            )
-            model = get_peft_model(model, cfg)
+        with warnings.catch_warnings():
+            # peft 0.21 reads transformers 5's deprecated `is_gradient_checkpointing`: their warning, printed
+            # into every run's output, says nothing a user can act on.
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            if adapter_dir:
+                model = PeftModel.from_pretrained(model, adapter_dir, is_trainable=True, torch_device=device)
+            else:
+                cfg = LoraConfig(
+                    r=spec.lora.r, lora_alpha=spec.lora.alpha, lora_dropout=spec.lora.dropout,
+                    target_modules=list(spec.lora.target_modules), task_type="CAUSAL_LM",
+                )
+                model = get_peft_model(model, cfg)
     contiguous_head_input(model)  # a frozen head must not be copied once per row (see head_input.py)
     return model
 

@@ -37,7 +37,8 @@ def scalar_rows(db, sql: str) -> list:
 @pytest.fixture(scope="module")
 def base_run(module_loop_db):
     """One short coupled run (generation 0 + 2 generations) shared by the tests below."""
-    module_loop_db.evolve("run", "--config", CI_CONFIG, "--name", "t", "--generations", "2")
+    proc = module_loop_db.evolve("run", "--config", CI_CONFIG, "--name", "t", "--generations", "2")
+    module_loop_db.run_stderr = proc.stderr
     return module_loop_db
 
 
@@ -60,6 +61,16 @@ def test_run_records_a_committed_lineage(base_run):
         update = by_name[n]["metrics"]["update"]
         assert update["optimizer_steps"] >= 1 and update["grad_norm"] > 0 and update["n_trained_groups"] > 0
     assert base_run.evolve("check", "t").returncode == 0
+
+
+def test_status_lines_are_never_wrapped(base_run):
+    """The run's header names the database in full on one line, however long its label (a path or a
+    PostgreSQL URL): output that is not a terminal is read by scripts, which must not see a cut."""
+    store = base_run.store()
+    label = store.target.label
+    store.close()
+    head = [ln for ln in base_run.run_stderr.splitlines() if ln.startswith("run t: mode")]
+    assert len(head) == 1 and head[0].rstrip().endswith(f"db {label}"), base_run.run_stderr
 
 
 def test_rollouts_and_reflection_calls_are_recorded(base_run):
