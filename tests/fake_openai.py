@@ -4,7 +4,8 @@ Only the remote model is a stand-in: litellm, its HTTP client, retries and timeo
 ``answer(body)`` maps a /v1/chat/completions request body to one of:
 - a list of ``(content, finish_reason)``: the choices, with HTTP 200;
 - ``("error", status)``: an OpenAI-style error with that HTTP status;
-- ``("sleep", seconds)``: a hung server (the client's timeout must fire).
+- ``("sleep", seconds)``: a hung server (the client's timeout must fire);
+- ``("slow", seconds, choices)``: a slow server (a CPU model): the choices after that many seconds.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ class FakeOpenAI:
         if isinstance(step, tuple) and step[0] == "sleep":
             time.sleep(step[1])
             return
+        if isinstance(step, tuple) and step[0] == "slow":
+            time.sleep(step[1])
+            step = step[2]
         if isinstance(step, tuple) and step[0] == "error":
             status, data = step[1], {"error": {"message": "overloaded", "type": "server_error"}}
         else:

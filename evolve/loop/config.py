@@ -117,6 +117,9 @@ class LoopConfig:
     """"offline" (the lesson-library reflector, no LM) or a litellm model string."""
     reflection_api_base: str | None = None
     """OpenAI-compatible server for the reflection LM (e.g. http://127.0.0.1:8000/v1)."""
+    reflection_timeout_s: float = 60.0
+    """Seconds one reflection LM call may take before it is retried: a hosted model answers in seconds,
+    a 1.5B served on 2 CPU cores needs minutes (a 1.8k-token prompt and 4 drafts: about 4 minutes)."""
     proposals_per_generation: int = 2
     """Prompt proposals made by reflection each generation."""
     recurring_failure_min_groups: int = 2
@@ -191,6 +194,9 @@ class LoopConfig:
             bad(f"heldout_fraction must be in (0, 1), got {self.heldout_fraction!r}")
         if not isinstance(self.max_lessons, int) or self.max_lessons < 0:
             bad(f"max_lessons must be a non-negative integer, got {self.max_lessons!r}")
+        if isinstance(self.reflection_timeout_s, bool) or not isinstance(self.reflection_timeout_s, int | float) \
+                or not self.reflection_timeout_s > 0:
+            bad(f"reflection_timeout_s must be a positive number of seconds, got {self.reflection_timeout_s!r}")
         if self.max_rollouts is not None and self.max_rollouts < 1:
             bad("max_rollouts must be positive")
         if not isinstance(self.guided_retries, tuple) or any(x not in SOURCES for x in self.guided_retries):

@@ -103,6 +103,7 @@ def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_compon
         say(f"weights frozen: the {spec.backend} backend cannot be trained; prompt evolution only")
         learn_weights = False
     pconfig = PromptEvolutionConfig(reflection_lm=cfg.reflection_lm, api_base=cfg.reflection_api_base,
+                                    timeout_s=cfg.reflection_timeout_s,
                                     proposals_per_step=cfg.proposals_per_generation,
                                     lessons_dir=cfg.lessons_dir, max_lessons=cfg.max_lessons)
     reflector = make_reflector(pconfig, recorder)

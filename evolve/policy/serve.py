@@ -43,6 +43,24 @@ class BadRequest(ValueError):
     pass
 
 
+class ClientGone(Exception):
+    """The client closed its connection before its request's turn: nobody would read the answer."""
+
+
+def peer_closed(sock) -> bool:
+    """True when the other end has closed: the socket reads as ready and a peek returns nothing."""
+    import select
+    import socket
+
+    try:
+        ready, _, _ = select.select([sock], [], [], 0)
+        return bool(ready) and sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
+
+
 def apply_system(system_text: str, messages: list[dict]) -> list[dict]:
     """The served prompt first; a client's system message is appended to it, not put in its place."""
     if not isinstance(messages, list) or not messages:
@@ -69,7 +87,9 @@ class ChatService:
         self.max_tokens = max_tokens
         self.lock = threading.Lock()
 
-    def complete(self, body: dict) -> dict:
+    def complete(self, body: dict, client_gone=lambda: False) -> dict:
+        """``client_gone()`` is asked once the request's turn comes: a client that timed out while
+        waiting (a reflector's retry gives up on a slow CPU model) costs no generation."""
         from evolve.policy.backends.hf import HFBackend
 
         messages = apply_system(self.system_text, body.get("messages"))
@@ -87,6 +107,8 @@ class ChatService:
         sampling = base.model_copy(update={"temperature": max(temperature, 1e-4), "top_p": top_p,
                                            "max_new_tokens": max_tokens, "n": n})
         with self.lock:
+            if client_gone():
+                raise ClientGone
             backend = HFBackend(self.policy.model, self.policy.tokenizer, sampling)
             samples = backend.generate([messages], n, seed)[0]
         choices = [{"index": i, "message": {"role": "assistant", "content": s.text},
@@ -166,7 +188,13 @@ def make_handler(service: ChatService, token: str | None, log=None):
                     raise BadRequest("the body must be a JSON object")
                 if body.get("stream"):
                     raise BadRequest("stream=true is not supported")
-                self._send(200, service.complete(body))
+                self._send(200, service.complete(body, lambda: peer_closed(self.connection)))
+            except ClientGone:
+                self.log_message("client gone before its turn: request dropped, nothing generated")
+                self.close_connection = True
+            except (BrokenPipeError, ConnectionResetError):  # it left while we generated: one line, no trace
+                self.log_message("client gone before the answer was sent")
+                self.close_connection = True
             except (json.JSONDecodeError, UnicodeDecodeError):
                 self._error(400, "body is not JSON")
             except BadRequest as e:

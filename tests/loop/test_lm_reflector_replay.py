@@ -57,3 +57,26 @@ def test_lm_reflection_is_recorded_shown_and_replays_without_the_server(loop_db,
         assert rep.returncode == 0 and report["ok"], (report, rep.stderr)
         assert report["prompt_equal"] and report["rollouts_equal"] and report["metrics_equal"]
     assert len(reflector.requests) == sent
+
+
+@pytest.mark.parametrize("timeout_s, answered", [(1, False), (30, True)])
+def test_reflection_timeout_comes_from_the_run_config(loop_db, tmp_path, timeout_s, answered):
+    """A reflector on CPU answers in minutes: the config's reflection_timeout_s is what the client waits
+    (the prompt config's 60 s default timed every request of a served 1.5B out, 3 times each)."""
+    server = FakeOpenAI(lambda body: ("slow", 3, deterministic_rules(body)))
+    try:
+        cfg = tmp_path / "c.toml"
+        cfg.write_text(open(CI_CONFIG).read().replace("[loop]", f"[loop]\nreflection_timeout_s = {timeout_s}", 1))
+        loop_db.evolve("run", "--config", str(cfg), "--mode", "prompt", "--name", "slow", "--generations", "1",
+                       "--reflection-lm", "openai/local-reflector", "--reflection-api-base", server.url)
+    finally:
+        server.stop()
+    engine = create_engine(loop_db.url)
+    with engine.connect() as conn:
+        errors = [e for (e,) in conn.execute(text("select error from lm_call where role = 'reflection'"))]
+    engine.dispose()
+    assert errors, "no reflection call was recorded"
+    if answered:
+        assert all(e is None for e in errors), errors
+    else:
+        assert all(e and "Timeout" in e for e in errors), errors

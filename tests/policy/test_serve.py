@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import os
 import random
+import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -44,7 +46,8 @@ def server(smollm2_spec):
 
     policy = load_policy(smollm2_spec)
     service = ChatService(policy, "You are a Python programmer.", "smol-test", max_tokens=48)
-    srv = make_server(service, "127.0.0.1", 0, TOKEN)
+    service.log_lines = []
+    srv = make_server(service, "127.0.0.1", 0, TOKEN, log=service.log_lines.append)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{srv.server_address[1]}/v1", service
@@ -112,3 +115,31 @@ def test_litellm_reflector_against_the_served_model(server, monkeypatch):
         assert 0 < len(line) <= 120 and draft.components["system"] == "Write a Python function."
     else:
         assert "rejected" in draft.error
+
+
+def test_a_client_that_left_while_queued_costs_no_generation(server):
+    """A reflector that timed out while the one model was busy (and retried) must not leave a queue of
+    requests that each generate for nobody: at its turn the request is dropped, with one log line."""
+    url, service = server
+    port = int(url.split(":")[2].split("/")[0])
+    body = json.dumps({"max_tokens": 48, "messages": [{"role": "user", "content": "Hi"}]}).encode()
+    generated = []
+    real = service.policy.model.generate
+    service.policy.model.generate = lambda *a, **k: generated.append(1) or real(*a, **k)
+    try:
+        with service.lock:  # the model is busy with another request
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         + f"Authorization: Bearer {TOKEN}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+            time.sleep(0.5)  # the handler has read the request and waits for the lock
+            sock.close()     # the client gives up
+        deadline = time.monotonic() + 30
+        while not any("request dropped" in ln for ln in service.log_lines) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert any("client gone before its turn" in ln for ln in service.log_lines), service.log_lines
+        assert generated == []
+        # the server goes on: a client that stays is served
+        out = _post(url + "/chat/completions", {"max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}]})
+        assert out["choices"] and generated == [1]
+    finally:
+        del service.policy.model.generate

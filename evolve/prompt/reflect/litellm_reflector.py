@@ -77,6 +77,10 @@ class LiteLLMReflector:
         """One LM call with retries; never raises for an LM failure."""
         import litellm  # lazy: ~8.5 s import
 
+        # Each failed attempt would print litellm's help banner into the run's output; the error itself is
+        # recorded with the call.
+        litellm.suppress_debug_info = True
+
         c = self.config
         kwargs = {"model": request["model"], "messages": request["messages"], "temperature": c.temperature,
                   "max_tokens": request["max_tokens"], "n": request["n"], "seed": request["seed"],
