@@ -28,10 +28,12 @@ def main() -> None:
     report = json.loads(Path(args.report).read_text())
     per = {p["package"]: p for p in report["packages"]}
     secs = [s for p in report["packages"] for s in p["verify_s"]]
+    cpu = [s for p in report["packages"] for s in p.get("verify_cpu_s", [])]  # reports since wait4 accounting
     figures = {"repo_tasks_total": report["tasks"], "repo_tasks_packages": len(per),
                "repo_tasks_heldout_packages": sum(p["split"] == "heldout" for p in per.values()),
                "repo_task_verify_s_median": round(statistics.median(secs), 2) if secs else 0.0,
                "repo_task_verify_s_max": round(max(secs), 2) if secs else 0.0,
+               **({"repo_task_verify_cpu_s_median": round(statistics.median(cpu), 2)} if cpu else {}),
                "repo_tasks_build_s": report.get("build_seconds", args.wall_s)}
     for name, p in per.items():
         figures[f"repo_tasks_{name.rsplit('-', 1)[0].replace('-', '_')}"] = p["kept"]

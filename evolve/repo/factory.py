@@ -48,6 +48,7 @@ class PackageReport:
     kept: int = 0
     baseline_passed: int = 0
     verify_s: list[float] = field(default_factory=list)
+    verify_cpu_s: list[float] = field(default_factory=list)  # the kept tasks' sandboxed runs, CPU (wait4)
     error: str | None = None
 
 
@@ -83,28 +84,29 @@ def statement(spec: PackageSpec, f2p: list[str], res: RunResult, diff: str) -> s
 
 
 def _try(spec: PackageSpec, pristine: Path, inj: Injection, passing: set[str], params: BuildParams,
-         rng: random.Random) -> tuple[Task | None, float]:
+         rng: random.Random) -> tuple[Task | None, float, float]:
     t0 = time.monotonic()
     paths = sandbox_paths(spec)
     with tempfile.TemporaryDirectory(prefix="evolve-repo-bug-") as tmp:
         work = buggy_copy(pristine, inj.file, inj.source, Path(tmp) / "w")
         first = run_tests(pristine, work, spec.tests, paths)
         if not first.complete:
-            return None, time.monotonic() - t0
+            return None, time.monotonic() - t0, 0.0
         f2p = sorted(n for n in passing if not first.passed(n))
         if not f2p or len(f2p) > params.max_f2p:
-            return None, time.monotonic() - t0
+            return None, time.monotonic() - t0, 0.0
         rest = sorted(n for n in passing if first.passed(n))
         near = [n for n in rest if n.split("::")[0] in {f.split("::")[0] for f in f2p}]
         p2p = sorted(rng.sample(near, min(len(near), params.max_p2p)))
         if not p2p:
-            return None, time.monotonic() - t0
+            return None, time.monotonic() - t0, 0.0
         again = run_tests(pristine, work, f2p + p2p, paths)
     clean = run_tests(pristine, None, f2p + p2p, paths)
+    cpu = first.cpu_s + again.cpu_s + clean.cpu_s
     ok = (again.complete and clean.complete and not any(again.passed(n) for n in f2p)
           and all(again.passed(n) for n in p2p) and all(clean.passed(n) for n in f2p + p2p))
     if not ok:
-        return None, time.monotonic() - t0
+        return None, time.monotonic() - t0, 0.0
     diff = inj.diff((pristine / inj.file).read_text(encoding="utf-8"))
     meta = {"package": spec.name, "version": spec.version, "sha256": spec.sha256, "split": spec.split,
             "python_path": spec.python_path, "file": inj.file, "function": inj.function,
@@ -112,7 +114,7 @@ def _try(spec: PackageSpec, pristine: Path, inj: Injection, passing: set[str], p
             "leak_fragments": _fix_lines(diff), "fail_to_pass": f2p, "pass_to_pass": p2p,
             "verify_s": round(time.monotonic() - t0, 3)}
     task = Task(task_id="", prompt=statement(spec, f2p, first, diff), entry_point="submit", suite=SUITE, meta=meta)
-    return task, time.monotonic() - t0
+    return task, time.monotonic() - t0, cpu
 
 
 def build_package(spec: PackageSpec, cache: Path, params: BuildParams, offline: bool = False,
@@ -133,10 +135,11 @@ def build_package(spec: PackageSpec, cache: Path, params: BuildParams, offline: 
         if len(tasks) >= params.per_package:
             break
         rep.tried += 1
-        task, secs = _try(spec, pristine, inj, passing, params, rng)
+        task, secs, cpu = _try(spec, pristine, inj, passing, params, rng)
         if task is not None:
             tasks.append(_with_id(task, f"repo/{spec.name}/{len(tasks):02d}"))
             rep.verify_s.append(round(secs, 3))
+            rep.verify_cpu_s.append(round(cpu, 3))
     rep.kept = len(tasks)
     return tasks, rep
 

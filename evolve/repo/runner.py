@@ -34,6 +34,7 @@ import os
 import secrets
 import select
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -83,6 +84,7 @@ class RunResult:
     exit_code: int | None = None
     output: str = ""
     seconds: float = 0.0
+    cpu_s: float = 0.0  # user + system CPU of the whole sandboxed run, including a run that was stopped
     hack: str | None = None
     stopped: str = ""  # why the parent stopped the run (time, output), "" when it ended by itself
 
@@ -233,19 +235,22 @@ def run_tests(pristine: Path, work: Path | None, selection: list[str], python_pa
         (out / "results.jsonl").touch()
         nonce = secrets.token_hex(16)
         argv = bwrap_argv(tree, runner, out, python_path) + ["--setenv", "EVOLVE_REPO_NONCE", nonce, "--"]
-        raw, code, note = _capped_run(argv + pytest_argv(selection), timeout_s, OUTPUT_CAP)
+        raw, code, note, cpu_s = _capped_run(argv + pytest_argv(selection), timeout_s, OUTPUT_CAP)
         output = raw.decode("utf-8", "replace") + note
         res = _parse(out / "results.jsonl", nonce)
     res.exit_code, res.output, res.seconds, res.stopped = code, output, time.monotonic() - t0, note.strip(" \n[]")
+    res.cpu_s = cpu_s
     if code not in (0, 1, 5):  # 2 interrupted, 3 internal error, 4 usage error, None killed, else: a forced exit
         res.complete = False
     return res
 
 
-def _capped_run(argv: list[str], timeout_s: float, cap: int) -> tuple[bytes, int | None, str]:
-    """(first ``cap`` bytes of stdout+stderr, exit status or None, a note when the run was stopped).
-    The parent never holds more than ``cap`` bytes of a run's output: one that prints more, or runs
-    past ``timeout_s``, is killed (bwrap ``--die-with-parent`` takes the sandbox with it)."""
+def _capped_run(argv: list[str], timeout_s: float, cap: int) -> tuple[bytes, int | None, str, float]:
+    """(first ``cap`` bytes of stdout+stderr, exit status or None, a note when the run was stopped, CPU
+    seconds). The parent never holds more than ``cap`` bytes of a run's output: one that prints more, or
+    runs past ``timeout_s``, is killed (bwrap ``--die-with-parent`` takes the sandbox with it). The CPU
+    time is the run's whole tree as ``wait4`` reports it (the launcher, pid 1 in the sandbox, reaps every
+    descendant), so a run stopped for time or output still shows what it burnt."""
     buf, note = bytearray(), ""
     deadline = time.monotonic() + timeout_s
     with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
@@ -265,14 +270,44 @@ def _capped_run(argv: list[str], timeout_s: float, cap: int) -> tuple[bytes, int
             if len(chunk) > room:
                 note = f"\n[output truncated at {cap} bytes: the run was stopped]"
                 break
-        if not note:
-            try:
-                return bytes(buf), proc.wait(max(0.1, deadline - time.monotonic())), ""
-            except subprocess.TimeoutExpired:
-                note = "\n[timed out]"
+        status = None if note else _reap(proc.pid, deadline)
+        if status is None:
+            note = note or "\n[timed out]"
+            status = _stop(proc)
+        code, usage = status
+        proc.returncode = code  # reaped here: Popen must not wait for it again
+    return bytes(buf), (None if note else code), note, usage.ru_utime + usage.ru_stime
+
+
+def _stop(proc: subprocess.Popen):
+    """Kill the sandbox's pid 1 (its only process: fork is denied there), not bwrap: bwrap reaps it, so
+    the CPU it burnt is in bwrap's rusage. Killing bwrap first would lose it (the namespace dies
+    unreaped). bwrap itself is killed only if it does not end within seconds."""
+    try:
+        kids = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    except OSError:
+        kids = []
+    for kid in kids:
+        try:
+            os.kill(int(kid), signal.SIGKILL)
+        except (ProcessLookupError, ValueError):
+            pass
+    status = _reap(proc.pid, time.monotonic() + 5) if kids else None
+    if status is None:
         proc.kill()
-        proc.wait()
-    return bytes(buf), None, note
+        status = _reap(proc.pid, None)
+    return status
+
+
+def _reap(pid: int, deadline: float | None):
+    """``(exit status, rusage)`` of ``pid`` once it ends; None if ``deadline`` passes first."""
+    while True:
+        done, status, usage = os.wait4(pid, 0 if deadline is None else os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status), usage
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.01)
 
 
 def _parse(path: Path, nonce: str) -> RunResult:

@@ -23,6 +23,8 @@ def test_each_task_fails_its_f2p_and_passes_its_p2p_when_run_again(minicalc_buil
     out, report = minicalc_build
     tasks = load_repo_tasks(out / "tasks.jsonl")
     assert report["packages"][0]["kept"] == len(tasks) >= 2
+    pkg = report["packages"][0]  # each kept task: its runs' CPU time (wait4), beside the wall time
+    assert len(pkg["verify_cpu_s"]) == len(pkg["verify_s"]) == len(tasks) and all(c > 0.05 for c in pkg["verify_cpu_s"])
     pristine = out / "cache" / "src" / "minicalc-0.1"
     for i, t in enumerate(tasks):
         f2p, p2p = t.meta["fail_to_pass"], t.meta["pass_to_pass"]

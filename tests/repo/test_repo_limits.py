@@ -159,6 +159,30 @@ def test_an_output_flood_is_cut_and_the_parent_stays_small(tmp_path):
     assert res.output.endswith("the run was stopped]"), res.output[-200:]
 
 
+BURN = '''
+import time
+
+def test_burn():
+    end = time.process_time() + 0.6
+    while time.process_time() < end:
+        pass
+    print("burnt", flush=True)
+    time.sleep(__SLEEP__)
+'''
+
+
+@pytest.mark.parametrize("stopped", [False, True])
+def test_a_runs_cpu_time_is_counted_even_when_it_is_stopped(tmp_path, stopped):
+    """wait4 on the run: the CPU its tree burnt is the run's cost, also when the parent kills it for time
+    (a run that burns and is then stopped must not look cheap)."""
+    body = BURN.replace("__SLEEP__", "30" if stopped else "0")
+    res = runner.run_tests(_tree(tmp_path / "pkg", body), None, ["tests"], ["/repo"],
+                           timeout_s=12 if stopped else runner.TIMEOUT_S)
+    assert (res.stopped == "timed out") is stopped and res.complete is not stopped, res.output[-500:]
+    assert res.cpu_s >= 0.6, (res.cpu_s, res.output[-500:])
+    assert res.cpu_s < res.seconds + 5  # a count of this run, not of the parent process
+
+
 IMPORT_ATTACKS = {
     "memory-bomb": "_hog = b'x' * (1536 << 20)\n",
     "fork-bomb": "import os\nwhile True:\n    os.fork()\n",
