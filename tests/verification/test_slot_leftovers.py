@@ -2,8 +2,8 @@
 pipes, and no report about it, reaches the next job of the slot. Real sandbox servers; controls before
 and after every saboteur, in the same batch.
 
-Two races made a later correct sample fail, seen only under load (see docs/sandbox.md, "Slots and
-limits"): a job killed before its process had read its payload left the payload in the slot's pipe,
+Two races made a later correct sample fail, seen only under load (docs/sandbox.md, "Hostile text,
+slots and limits", row "leftovers in a slot"): a job killed before its process had read its payload left the payload in the slot's pipe,
 where the slot's next process read and ran it as the next sample; and a job's keeper report read after
 the server's "done" for that job completed the slot's next job in its place. Here the same conditions
 are made on purpose: the waiting job processes are stopped (SIGSTOP from here, as a loaded machine
