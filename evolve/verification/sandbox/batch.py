@@ -107,21 +107,32 @@ class _Batch:
         for fd in r:
             if fd != self.proc.ctl_r and fd in slot_of:
                 self._drain(slot_of[fd])
-        if self.proc.rep_r in r:
-            for k, code, cpu, stopped, orphans in self.proc.reports():
-                run = self.running.get(k)
-                if run is not None:  # the server's own "done" for it comes later and frees the slot
-                    self.proc.draining[k] = (run.id, time.monotonic() + self.cfg.grace_s)
-                    self._complete(k, {"exit": code if code < 128 else None, "signal": code - 128 if code > 128 else None,
-                                       "timeout": stopped and not run.flags, "killed": stopped, "cpu_s": cpu,
-                                       "orphans": orphans, "wall_s": time.monotonic() - run.t0})
+        msgs: list[dict] | None = []
         if self.proc.ctl_r in r:
             msgs = self.proc.lines(0)
             if msgs is None:
                 self.dead = True
                 return
-            for m in msgs:
-                self._done(m)
+        # Reports after the server's messages, whatever select said: a keeper writes its report before the
+        # server can send that job's "done", so every report of a "done" read above is in the pipe now. Read
+        # in the other order (one select, then the report pipe, then ctl: under load, or with a slow on_reply,
+        # a job's report and done both arrived in between), the job was completed from its done and its
+        # report, read later, completed the slot's next job in its place (test_slot_leftovers.py).
+        if self.proc.rep_r in r or msgs:
+            self._reports()
+        for m in msgs:
+            self._done(m)
+
+    def _reports(self) -> None:
+        """Keepers' reports: each completes its slot's running job (the server's own "done" for it comes
+        later and frees the slot); one for a slot with no job (a process that died before one) is ignored."""
+        for k, code, cpu, stopped, orphans, tok in self.proc.reports():
+            run = self.running.get(k)
+            if run is not None:
+                self.proc.draining[k] = (run.id, time.monotonic() + self.cfg.grace_s)
+                self._complete(k, {"exit": code if code < 128 else None, "signal": code - 128 if code > 128 else None,
+                                   "timeout": stopped and not run.flags, "killed": stopped, "cpu_s": cpu,
+                                   "orphans": orphans, "wall_s": time.monotonic() - run.t0}, tok)
 
     def _drain(self, k: int) -> None:
         run, (_, res, out) = self.running[k], self.proc.slots[k]
@@ -147,7 +158,8 @@ class _Batch:
                     self._send({"kill": k, "id": run.id, "why": over})
 
     def _done(self, msg: dict) -> None:
-        """The server's "done": it reaped the slot's keeper and prepared the slot's next process."""
+        """The server's "done": it reaped the slot's keeper and prepared the slot's next process. A job
+        still running here lost its keeper before the keeper reported it: completed, and its slot retired."""
         k = msg.get("done")
         if isinstance(k, int) and k in self.proc.draining and self.proc.draining[k][0] == msg.get("id"):
             del self.proc.draining[k]  # its job was completed from the keeper's report
@@ -161,13 +173,12 @@ class _Batch:
         if k not in self.proc.retired:
             self.free.append(k)
 
-    def _complete(self, k: int, msg: dict) -> None:
-        """A job ended (by its keeper's report or the server's done): drain its pipes, make its reply."""
+    def _complete(self, k: int, msg: dict, tok: str | None = None) -> None:
+        """A job ended (by its keeper's report, naming the ended process's token, or the server's done):
+        drain its pipes, make its reply, and retire the slot unless its pipes are surely empty of it."""
         run = self.running[k]
         self._drain(k)
         del self.running[k]
-        if any(f in ("ResultLimit", "OutputLimit") for f in run.flags):
-            self.proc.retired.add(k)
         lines, forged = [], 0
         prefix = run.nonce + " "
         for raw in bytes(run.res).decode("utf-8", "replace").split("\n"):
@@ -175,6 +186,19 @@ class _Batch:
                 lines.append(raw[len(prefix):])
             elif raw:
                 forged += 1
+        ack = f"P {tok}" if tok is not None else None
+        acked = ack is not None and ack in lines
+        if acked:
+            lines.remove(ack)  # the harness's, not a result line; any other "P" line stays (forged)
+        # The slot's pipes are shared by all its job processes. Reused only when (1) the keeper reported
+        # the job's process reaped (pid 1 of its namespace: every writer of its pipes is gone, so the
+        # drain above got all its bytes), (2) that same process read the payload whole (its ack, with the
+        # token the keeper gave it and this job's nonce: a job killed before reading its payload left it
+        # in the pipe, where the slot's next process ran it as the next sample, with its output), (3) no
+        # cap was hit and no process outlived it. Else retired, and the server kills what it holds.
+        if not acked or run.data or msg.get("orphans") or any(f in ("ResultLimit", "OutputLimit") for f in run.flags):
+            self.proc.retired.add(k)
+            self._send({"retire": k})
         flags = list(run.flags) + (["hack: orphan-process"] if msg.get("orphans") else [])
         self.replies[run.index] = self.keep(run.index, {
             "lines": lines, "forged": forged, "flags": flags, "out": bytes(run.out_head).decode("utf-8", "replace"),

@@ -85,8 +85,9 @@ class _Proc:
         # Slots whose job a keeper reported ended, before the server reaped its keeper and prepared the
         # slot's next process: not free until the server's own "done" for that job arrives.
         self.draining: dict[int, tuple[int, float]] = {}  # slot -> (job id, deadline for the server's done)
-        # Slots whose job was killed for a cap: a write of the dying job can still land in the slot's pipes
-        # after the last drain, and would then be read as the next job's output. Never reused.
+        # Slots whose pipes may hold bytes of an ended job (killed for a cap, its payload not read whole by
+        # the process whose end was reported, ...: batch._Batch._complete): never reused; the server kills
+        # their keepers.
         self.retired: set[int] = set()
         self.hello: dict = {}
 
@@ -112,9 +113,9 @@ class _Proc:
             out.append(msg)
         return out
 
-    def reports(self) -> list[tuple[int, int, float, bool, bool]]:
-        """Keepers' reports (slot, status, job CPU seconds, stopped by the server, left processes behind);
-        malformed ones dropped."""
+    def reports(self) -> list[tuple[int, int, float, bool, bool, str]]:
+        """Keepers' reports (slot, status, job CPU seconds, stopped by the server, left processes behind,
+        the job process's token); malformed ones dropped."""
         try:
             chunk = os.read(self.rep_r, 1 << 16)
         except (BlockingIOError, OSError):
@@ -123,8 +124,8 @@ class _Proc:
         out = []
         for line in lines:
             try:
-                k, code, cpu, stopped, orphans = line.split()
-                out.append((int(k), int(code), float(cpu), stopped == b"1", orphans == b"1"))
+                k, code, cpu, stopped, orphans, tok = line.split()
+                out.append((int(k), int(code), float(cpu), stopped == b"1", orphans == b"1", tok.decode("ascii")))
             except ValueError:
                 continue
         return out

@@ -188,8 +188,11 @@ def _make_guard(emit, flag, enc):
     return guarded, err_line
 
 
-def run_harness(job, nonce, res_fd, hide, watch=None):
-    """Run one job (see the module docstring); stream ``<nonce> <payload>`` lines to ``res_fd``."""
+def run_harness(job, nonce, res_fd, hide, watch=None, ack=None):
+    """Run one job (see the module docstring); stream ``<nonce> <payload>`` lines to ``res_fd``.
+    ``ack``: this job process's token from its keeper, sent first as ``P <ack>`` (in the first
+    flush, no extra write): the parent reuses the slot only if the process its keeper reports
+    ended is the one that read this payload whole (see batch._Batch._complete)."""
     import builtins
     import signal
 
@@ -198,6 +201,8 @@ def run_harness(job, nonce, res_fd, hide, watch=None):
     flushes = (sys.stdout.flush, sys.stderr.flush)
     waitpid, wnohang, nochild_t = os.waitpid, os.WNOHANG, ChildProcessError
     emit, flag, on_timer = _make_emitter(res_fd, nonce)
+    if ack is not None:
+        emit("P " + ack)
     guarded, err_line = _make_guard(emit, flag, enc)
     limit = job.get("limit", 1 << 20)
     mode = job.get("mode", "run")

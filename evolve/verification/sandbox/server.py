@@ -11,7 +11,9 @@ itself, then reads its own job's payload from the slot's pipe and closes it. Whe
 server reaps it, reports, and forks the slot's next one.
 
 Control (newline-delimited JSON): parent -> server on ``ctl_r``: {"run": slot, "id": n,
-"timeout": s} and {"kill": slot, "id": n, "why": str}; server -> parent on ``ctl_w``:
+"timeout": s}, {"kill": slot, "id": n, "why": str} and {"retire": slot} (the parent will never use
+the slot again: its keeper group is killed, with whatever job process it holds, and not replaced);
+server -> parent on ``ctl_w``:
 {"ready": true, ...} once, {"done": slot, "id": n|null, "exit", "signal", "timeout", "why",
 "cpu_s", "wall_s"} per ended child, and {"stats": {...}} when ``ctl_r`` closes.
 
@@ -29,8 +31,10 @@ namespace only, to make those namespaces; as root they have it anyway.)
 
 Keeper protocol: server -> keeper on the keeper's own pipe, ``kill <gen>`` (gen: the keeper's count of
 job processes forked, so a late kill never reaches the next job); keeper -> parent, ``<slot> <status>
-<cpu> <stopped> <orphans>``, and keeper -> server, ``<slot> <gen> <status> <cpu> <stopped> <orphans>``,
-once per reaped job process (status: exit code, or 128 + signal).
+<cpu> <stopped> <orphans> <token>``, and keeper -> server, ``<slot> <gen> <status> <cpu> <stopped>
+<orphans>``, once per reaped job process (status: exit code, or 128 + signal; token: the random name
+the keeper gave that process, which the process sends back as ``<nonce> P <token>`` once it has read
+its whole payload).
 """
 
 import os
@@ -154,7 +158,7 @@ def _child(k, cfg, in_ns):
                          (resource.RLIMIT_FSIZE, cfg["fsize"]), (resource.RLIMIT_NOFILE, 64),
                          (resource.RLIMIT_CORE, 0)):
             resource.setrlimit(lim, (val, val))
-        run_harness(job, job["nonce"], 3, tuple(cfg.get("hide", ())), cfg["_watch"])
+        run_harness(job, job["nonce"], 3, tuple(cfg.get("hide", ())), cfg["_watch"], cfg["_tok"])
     except BaseException as e:  # noqa: BLE001 - the harness itself failed: report, no sentinel
         try:
             os.write(2, (f"harness error: {e!r}\n").encode())
@@ -202,7 +206,10 @@ def _keeper(k, cfg, ns, ctl):
                     kern.unshare(_CLONE_NEWPID)
                 except OSError:
                     os._exit(121)  # never run a job with less isolation than the server reported
-            cfg["_work"] = f"{cfg['tmp']}/evolve-job-{cfg['_srv']}-{os.urandom(12).hex()}"  # without namespaces only
+            # This job process's token (the random part of its folder's name, so no extra syscall): it sends
+            # it back with its payload's nonce, and the report below names it (see batch._Batch._complete).
+            cfg["_tok"] = tok = os.urandom(12).hex()
+            cfg["_work"] = f"{cfg['tmp']}/evolve-job-{cfg['_srv']}-{tok}"  # without namespaces only
             pid = os.fork()
             if pid == 0:
                 _child(k, cfg, ns)
@@ -220,7 +227,7 @@ def _keeper(k, cfg, ns, ctl):
             if not ns:
                 shutil.rmtree(cfg["_work"], ignore_errors=True)
             cpu = ru.ru_utime + ru.ru_stime
-            os.write(rep, b"%d %d %r %d %d\n" % (k, status, cpu, stopped, orphans))
+            os.write(rep, b"%d %d %r %d %d %s\n" % (k, status, cpu, stopped, orphans, tok.encode()))
             os.write(krep, b"%d %d %d %r %d %d\n" % (k, gen, status, cpu, stopped, orphans))
             gen += 1
     except BaseException:  # noqa: BLE001
@@ -246,10 +253,10 @@ def _ns_available(cfg):
 
 
 class _Slot:
-    __slots__ = ("pid", "pidfd", "ctl", "gen", "id", "deadline", "t0", "timeout", "why", "hard")
+    __slots__ = ("pid", "pidfd", "ctl", "gen", "id", "deadline", "t0", "timeout", "why", "hard", "retired")
 
     def __init__(self):
-        self.pid, self.pidfd, self.ctl, self.gen = None, -1, -1, 0
+        self.pid, self.pidfd, self.ctl, self.gen, self.retired = None, -1, -1, 0, False
         self.id, self.deadline, self.t0, self.timeout, self.why, self.hard = None, None, 0.0, False, None, None
 
     def ended(self):
@@ -343,18 +350,19 @@ class _Server:
                 if s.deadline is not None and not s.timeout and now >= s.deadline:
                     s.timeout = True
                     s.stop()
-                if s.hard is not None and now >= s.hard:
+                if s.hard is not None and now >= s.hard and s.pid is not None:
                     s.hard = now + 3600.0  # once
                     _kill(s.pid)
             for fd in ready:
                 if fd in self.by_pidfd:
                     self._reap(self.by_pidfd[fd])
             _reap_orphans(self.slots)
-        for s in self.slots:
-            _kill(s.pid)
-        for s in self.slots:  # reaped, so that their jobs' CPU time reaches the stats
+        live = [s.pid for s in self.slots if s.pid is not None]  # a retired slot's keeper is reaped already
+        for pid in live:
+            _kill(pid)
+        for pid in live:  # reaped, so that their jobs' CPU time reaches the stats
             try:
-                os.waitpid(s.pid, 0)
+                os.waitpid(pid, 0)
             except ChildProcessError:
                 pass
         if not self.ns:  # the prepared jobs' folders (their keepers remove each ended job's)
@@ -375,6 +383,9 @@ class _Server:
         *msgs, self.inbuf = (self.inbuf + chunk).split(b"\n")
         for m in msgs:
             msg = self.json.loads(m)
+            if "retire" in msg:
+                self._retire(msg["retire"])
+                continue
             s = self.slots[msg.get("run", msg.get("kill"))]
             if "run" in msg:
                 s.id, s.t0 = msg["id"], time.monotonic()
@@ -406,9 +417,20 @@ class _Server:
                        "killed": s.timeout or s.why is not None, "why": s.why, "orphans": bool(outlived),
                        "cpu_s": cpu, "wall_s": time.monotonic() - s.t0})
 
+    def _retire(self, k):
+        """The parent gave the slot up: its pipes may hold another job's bytes (batch._Batch._complete).
+        Kill its keeper's group, so that no job process of the slot reads or runs what is left there
+        (unwatched: no deadline of ours covers it); _reap then reports the job it held, if any, and
+        forks no new keeper."""
+        s = self.slots[k]
+        if not s.retired:
+            s.retired = True
+            if s.pid is not None:
+                _kill(s.pid)
+
     def _reap(self, k):
-        """A keeper died (killed by the group kill after it did not answer, or failed): the slot's job
-        with it. A fresh keeper takes the slot."""
+        """A keeper died (killed by the group kill after it did not answer, or failed, or its slot was
+        retired): the slot's job with it. A fresh keeper takes the slot, unless it was retired."""
         s = self.slots[k]
         try:
             pid, st, ru = os.wait4(s.pid, os.WNOHANG)
@@ -424,6 +446,10 @@ class _Server:
             raise SystemExit("evolve sandbox: a keeper could not make the job's namespaces")
         sig = os.WTERMSIG(st) if os.WIFSIGNALED(st) else None
         self._done(k, code, sig, (ru.ru_utime + ru.ru_stime) if ru else None, False)
+        if s.retired:
+            s.pid, s.pidfd, s.ctl = None, -1, -1
+            s.ended()
+            return
         self._spawn(k)
 
 
