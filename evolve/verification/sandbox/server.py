@@ -184,9 +184,11 @@ def _keeper(k, cfg, ns, ctl):
     end (to the parent first, the critical path; then to the server) and forks the slot's next job
     process at once. wait4 on the job gives its CPU time, so no kill loses it. Never returns."""
     import select
-    import shutil
     import signal
 
+    # shutil only where there is no namespace (the job's folder): it pulls in bz2, lzma and zlib (six
+    # shared libraries, 30 mappings), which every job fork would copy and every job exit tear down.
+    shutil = None if ns else __import__("shutil")
     code = 120
     try:
         kern = cfg["_kernel"]
