@@ -10,6 +10,11 @@ already open and warm before the timed part), which prints one JSON row:
         /proc: utime+stime+cutime+cstime of every process under bubblewrap, before and after)
 
     .venv/bin/python benchmarks/verify_cpu.py [--reps 5] [--warm 3] [--name NAME]   # -> verify_ab/NAME.json
+    .venv/bin/python benchmarks/verify_cpu.py --ab OLD_TREE --reps 10 --name NAME    # old vs this tree
+
+With ``--ab``, repetitions alternate between another checkout's code (e.g. a ``git archive`` of the
+base commit) and this one (ABBA order), and the figures are both sides' medians and the median of the
+paired differences: on a loaded machine, pairs run seconds apart see about the same load.
 """
 
 from __future__ import annotations
@@ -59,11 +64,11 @@ def _ru(who) -> tuple[float, int]:
     return r.ru_utime + r.ru_stime, r.ru_minflt
 
 
-def one(warm_batches: int) -> dict:
-    sys.path.insert(0, str(ROOT))
+def one(warm_batches: int, root: Path) -> dict:
+    sys.path.insert(0, str(root))
     from evolve.verification import Verifier, load_humaneval, load_pipeline
 
-    pipe = load_pipeline(ROOT / "verifiers" / "humaneval.toml")
+    pipe = load_pipeline(root / "verifiers" / "humaneval.toml")
     tasks = load_humaneval()
     pairs = [(t, t.canonical_solution) for t in tasks]
     keep = Verifier(pipe, jobs=2)
@@ -101,37 +106,62 @@ def one(warm_batches: int) -> dict:
     return row
 
 
+def _run_one(root: Path, warm: int) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--one", "--warm", str(warm), "--root", str(root)],
+                         capture_output=True, text=True, check=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def _warm_ms(row: dict) -> float:
+    return statistics.median(x["total_ms"] for x in row["warm"])
+
+
+def _medians(rows: list[dict]) -> dict:
+    med = {"cold_ms": statistics.median(r["cold"]["total_ms"] for r in rows),
+           "warm_ms": statistics.median(_warm_ms(r) for r in rows),
+           "warm_flt": statistics.median(statistics.median(x["sandbox_flt"] for x in r["warm"]) for r in rows)}
+    for k in ("parent_ms", "bwrap_ms", "server_ms", "jobs_ms", "parent_flt", "jobs_flt"):
+        med[f"cold_{k}"] = statistics.median(r["cold"][k] for r in rows)
+    return med
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--warm", type=int, default=3)
     ap.add_argument("--name", default="")
+    ap.add_argument("--ab", type=Path, default=None, help="another checkout to alternate with (its code, this script)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one(args.warm)))
+        print(json.dumps(one(args.warm, args.root.resolve())))
         return
+    sides = {"old": args.ab.resolve(), "new": ROOT} if args.ab else {"new": ROOT}
     rows = []
-    for _ in range(args.reps):
-        out = subprocess.run([sys.executable, __file__, "--one", "--warm", str(args.warm)], capture_output=True,
-                             text=True, check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        rows.append(json.loads(out.stdout.splitlines()[-1]))
-        c = rows[-1]["cold"]
-        w = statistics.median(x["total_ms"] for x in rows[-1]["warm"])
-        print(f"load {rows[-1]['load']:.2f}: cold {c['total_ms']:.2f} ms/problem (parent {c['parent_ms']:.2f}, "
-              f"bwrap {c['bwrap_ms']:.2f}, server {c['server_ms']:.2f}, jobs {c['jobs_ms']:.2f}; "
-              f"{c['wall_s']:.2f} s, ready {c['ready_s'] * 1e3:.0f} ms), warm {w:.2f} ms/problem", flush=True)
-    med = {"cold_ms": statistics.median(r["cold"]["total_ms"] for r in rows),
-           "warm_ms": statistics.median(statistics.median(x["total_ms"] for x in r["warm"]) for r in rows)}
-    for k in ("parent_ms", "bwrap_ms", "server_ms", "jobs_ms", "parent_flt", "jobs_flt"):
-        med[f"cold_{k}"] = statistics.median(r["cold"][k] for r in rows)
-    print(" ".join(f"{k}={v:.3f}" for k, v in med.items()))
+    for i in range(args.reps):
+        for side in (list(sides) if i % 2 == 0 else list(sides)[::-1]):
+            row = {"side": side, **_run_one(sides[side], args.warm)}
+            rows.append(row)
+            c = row["cold"]
+            print(f"{side} load {row['load']:.2f}: cold {c['total_ms']:.2f} ms/problem (parent {c['parent_ms']:.2f}, "
+                  f"bwrap {c['bwrap_ms']:.2f}, server {c['server_ms']:.2f}, keepers+jobs {c['jobs_ms']:.2f}; "
+                  f"{c['jobs_flt']:.0f} faults/job), warm {_warm_ms(row):.2f} ms/problem", flush=True)
+    figures = {f"{side}_{k}": round(v, 3) for side in sides for k, v in _medians([r for r in rows if r["side"] == side]).items()}
+    if args.ab:
+        for k, get in (("cold", lambda r: r["cold"]["total_ms"]), ("warm", _warm_ms)):
+            old = [get(r) for r in rows if r["side"] == "old"]
+            new = [get(r) for r in rows if r["side"] == "new"]
+            diffs = [n - o for o, n in zip(old, new, strict=True)]
+            figures[f"{k}_paired_diff_ms"] = round(statistics.median(diffs), 3)
+            figures[f"{k}_pairs_lower"] = sum(d < 0 for d in diffs)
+    print(" ".join(f"{k}={v}" for k, v in figures.items()))
     if args.name:
-        from results_io import write_results
+        from results_io import machine_facts, write_results
 
-        write_results(args.name, args=vars(args), results=rows, figures=med,
+        write_results(args.name, args={k: str(v) for k, v in vars(args).items()}, results=rows, figures=figures,
                       out_dir=ROOT / "benchmarks" / "results" / "verify_ab",
-                      machine={"loadavg": [r["load"] for r in rows]})
+                      machine=machine_facts(loadavg_per_rep=[r["load"] for r in rows]))
 
 
 if __name__ == "__main__":
