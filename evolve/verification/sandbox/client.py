@@ -42,10 +42,18 @@ class SandboxUnavailable(EvolveError):
     """The requested isolation cannot be had here; the message says what is missing."""
 
 
+# Read once, with this module: a server must speak the protocol of the parent code this process loaded.
+# Read at every server start, an update of these files on disk during a long run (a pull, a merge) gave
+# the servers started after it a newer protocol than their parent: every later verdict was a forged-result
+# hack (seen: a Qwen run's held-out went from 3/8 to 0/8 after a merge mid-run).
+_SERVER_SOURCE = "\n".join((_HERE / name).read_text() for name in ("codec.py", "harness.py", "jobenv.py", "keeper.py",
+                                                                   "kernel.py", "server.py"))
+
+
 def server_source() -> str:
-    """codec + harness + server as one stdlib-only program (no package imports inside)."""
-    return "\n".join((_HERE / name).read_text() for name in ("codec.py", "harness.py", "jobenv.py", "keeper.py", "kernel.py",
-                                                        "server.py"))
+    """codec + harness + server as one stdlib-only program (no package imports inside), as they were
+    when this process imported the client."""
+    return _SERVER_SOURCE
 
 
 def server_code() -> bytes:
