@@ -76,7 +76,9 @@ def _summary(rec: dict, facts: dict, gym) -> dict:
 def stage_loop(args, gym_cls, write, load_previous) -> None:
     out = REPO / args.out
     out.mkdir(parents=True, exist_ok=True)
-    arms = {"offline": {}, "lm": {"reflection_lm": args.model, "reflection_api_base": args.api_base}}
+    # a 1.5B on 2 CPU cores answers in minutes: the prompt config's 60 s default would time every call out
+    arms = {"offline": {}, "lm": {"reflection_lm": args.model, "reflection_api_base": args.api_base,
+                                  "reflection_timeout_s": 900}}
     arms = {k: v for k, v in arms.items() if k in args.arms.split(",")}
     prev = (load_previous().get("results") or {}).get("loop", {}).get("runs", {})
     rows = {k: v for k, v in prev.items() if v["arm"] not in arms}  # the other arm's finished runs stay
