@@ -1,4 +1,5 @@
-"""Figures of a coupled run on SmolLM2 (configs/smollm2.toml), read from its lineage DB into a results file.
+"""Figures of a coupled run on a real model (configs/smollm2.toml, configs/qwen-humaneval.toml), read from its
+lineage DB into a results file (``--results-name``: smollm2_run, qwen_humaneval_run).
 
     .venv/bin/evolve run --config configs/smollm2.toml --name smol-coupled --db sqlite:///runs/smol/lineage.db
     .venv/bin/python benchmarks/smollm2_run.py --db sqlite:///runs/smol/lineage.db --run smol-coupled
@@ -24,6 +25,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--db", required=True)
     ap.add_argument("--run", default="smol-coupled")
+    ap.add_argument("--results-name", default="smollm2_run")
+    ap.add_argument("--note", default="", help="what the lineage cannot say (e.g. a generation known to be void)")
     args = ap.parse_args()
     from evolve.lineage import LineageStore
 
@@ -54,14 +57,41 @@ def main() -> None:
     figures["wall_s"] = round(sum(r["seconds"] or 0 for r in rows), 1)
     results = {"run": args.run, "generations": rows, "last_prompt": dict(last),
                "kept_lessons": [x for x in (last.get("lessons") or "").splitlines() if x.strip()],
-               "loop_config": config["loop"], "policy_model": config["policy_spec"]["model"]}
+               "loop_config": config["loop"], "policy_model": config["policy_spec"]["model"],
+               "reflection_calls": reflection_calls(args.db, gens), "note": args.note}
     for r in rows:
         h = r["heldout"] or {}
         print(f"gen {r['generation']}: held-out " + " ".join(f"{k} {h.get(k, 0):.3f}" for k in ks)
               + f" | train reward {r['train_reward']} | accepted {r['accepted']}/{r['proposals']}")
     print(f"kept lessons: {results['kept_lessons'] or 'none'}")
-    write_results("smollm2_run", args=vars(args), results=results, figures=figures)
+    figures["reflection_calls"] = len(results["reflection_calls"])
+    write_results(args.results_name, args=vars(args), results=results, figures=figures)
     print_figures(figures)
+
+
+def reflection_calls(db: str, gens) -> list[dict]:
+    """Every reflection LM call of the run: what the reflector wrote (an LM's drafts), its latency."""
+    import json
+
+    from sqlalchemy import bindparam, create_engine, text
+
+    index = {g["id"]: g["index"] for g in gens}
+    engine = create_engine(db)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(text("select generation_id, model, latency_s, tokens, error, response from lm_call "
+                                     "where role = 'reflection' and model != 'offline' and generation_id in :ids "
+                                     "order by id").bindparams(bindparam("ids", expanding=True)),
+                                {"ids": list(index)}).fetchall()
+    finally:
+        engine.dispose()
+    out = []
+    for gid, model, latency, tokens, error, response in rows:
+        response = json.loads(response) if isinstance(response, str) else response
+        tokens = json.loads(tokens) if isinstance(tokens, str) else tokens
+        out.append({"generation": index[gid], "model": model, "latency_s": round(latency, 1), "tokens": tokens,
+                    "error": error, "drafts": [ch.get("content") for ch in (response or {}).get("choices", [])]})
+    return out
 
 
 if __name__ == "__main__":
