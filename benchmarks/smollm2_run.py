@@ -6,7 +6,7 @@ lineage DB into a results file (``--results-name``: smollm2_run, qwen_humaneval_
 
 Records per committed generation: held-out pass@k (8 tasks x 8 samples, every generation), train reward,
 proposals made/accepted, the update's statistics, the per-class attribution; the lessons of the newest
-prompt; the wall time. The gain is the newest committed generation's held-out pass@1 minus generation 0's.
+prompt; the wall time. The gain is the newest committed generation's held-out pass@1 (not --void) minus generation 0's.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ def main() -> None:
     ap.add_argument("--db", required=True)
     ap.add_argument("--run", default="smol-coupled")
     ap.add_argument("--results-name", default="smollm2_run")
-    ap.add_argument("--note", default="", help="what the lineage cannot say (e.g. a generation known to be void)")
+    ap.add_argument("--note", default="", help="what the lineage cannot say (e.g. why a generation is void)")
+    ap.add_argument("--void", default="", help="generation indexes whose held-out figures are void (kept in the "
+                    "file, marked, and left out of the figures)")
     args = ap.parse_args()
     from evolve.lineage import LineageStore
 
@@ -45,9 +47,13 @@ def main() -> None:
                      "seconds": (gen.timings or {}).get("total") or (gen.timings or {}).get("heldout")})
     last = store.get_prompt_version(gens[-1]["prompt_version"]).components
     config = store.get_run(args.run).config
-    first, newest = rows[0]["heldout"], rows[-1]["heldout"]
+    void = {int(x) for x in args.void.split(",") if x.strip()}
+    for r in rows:
+        r["heldout_void"] = r["generation"] in void
+    valid = [r for r in rows if not r["heldout_void"]]
+    first, newest = valid[0]["heldout"], valid[-1]["heldout"]
     ks = [k for k in ("pass@1", "pass@4", "pass@8") if k in first]
-    figures = {"generations_committed": len(rows) - 1, "heldout_tasks": first.get("tasks"),
+    figures = {"generations_committed": len(rows) - 1, "generations_void": len(void), "heldout_tasks": first.get("tasks"),
                "heldout_samples": first.get("samples")}
     for k in ks:
         figures[f"base_{k}"] = round(first[k], 4)
