@@ -226,7 +226,9 @@ def test_5_lines_from_a_process_other_than_the_reported_one_never_reach_a_reply(
     finally:
         fs.close()
     (sab,) = _controls(seq, rs)
-    assert sab["killed"] and sab["timeout"] and sab["lines"] == [] and late, sab
+    # Its output pipe may hold the next process's flood (a killed reply, maybe flagged OutputLimit then,
+    # not "timeout"): the job's own code; what must not be there is any line of that other process.
+    assert sab["killed"] and sab["lines"] == [] and late, sab
 
 
 def test_5_a_report_read_after_its_done_never_completes_the_next_job():
