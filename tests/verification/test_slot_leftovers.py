@@ -16,6 +16,8 @@ import os
 import signal
 import time
 
+from evolve.verification.reply import parse_reply
+from evolve.verification.sandbox.batch import _Batch
 from evolve.verification.sandbox.client import ForkServer, SandboxConfig
 
 GOOD = "def f(a, b):\n    return a + b\n"
@@ -58,12 +60,27 @@ def _children(pid: int) -> list[int]:
         return []
 
 
+def _alive(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()[0] not in "ZX"  # noqa: SIM115
+    except OSError:
+        return False
+
+
 def _job_processes(fs: ForkServer) -> list[int]:
-    """The server's job processes (children of its keepers), seen from here: bwrap, its pid 1, the server."""
+    """The server's job processes (children of its keepers), seen from here: bwrap, its pid 1, the server.
+    Once every live keeper holds one: a keeper forks its next process only after reporting the last one's
+    end, so right after a reply (under load, for a while) a slot may have none yet; the process forked
+    then would run unstopped, and a saboteur sent to it was not killed before reading its payload."""
     server = fs._proc.popen.pid
     while (kids := _children(server)) and len(kids) == 1:
         server = kids[0]
-    return [j for keeper in kids for j in _children(keeper)]
+    deadline = time.monotonic() + 10
+    while True:
+        held = {k: _children(k) for k in kids if _alive(k)}  # a retired slot's keeper may be dying
+        if all(held.values()) or time.monotonic() > deadline:
+            return [j for js in held.values() for j in js]
+        time.sleep(0.005)
 
 
 class _Stall:
@@ -108,6 +125,110 @@ def test_5_a_job_killed_before_reading_its_payload_never_hands_it_to_the_next_sa
         fs.close()
     for r in _controls(seq, rs):
         assert r["killed"] and r["timeout"] and not r["lines"] and not r["flags"], r
+
+
+def _idle_keepers(fs: ForkServer) -> int:
+    server = fs._proc.popen.pid
+    while (kids := _children(server)) and len(kids) == 1:
+        server = kids[0]
+    return sum(1 for k in kids if _alive(k) and not _children(k))
+
+
+def test_5_a_payload_left_in_a_slot_is_read_by_no_next_process_before_the_retire(monkeypatch):
+    # The retire reaches the server only after the keeper's report went to the parent and back; in between
+    # the keeper used to fork the slot's next process, which read the payload left there and ran it,
+    # unwatched (the flood's output then filled the saboteur's own reply). Here the parent sends its retire
+    # 0.5 s late (as a descheduled parent does): meanwhile the saboteur's keeper must fork nothing (every
+    # other keeper holds its stopped job process, so exactly one keeper is idle).
+    seq = [GOOD, BAD, "sab", GOOD, BAD]
+    fs = ForkServer(SandboxConfig(jobs=1))
+    stall, idle, send = _Stall(fs, {1}), [], _Batch._send
+
+    def late_retire(self, msg):
+        if "retire" in msg:
+            time.sleep(0.5)
+            idle.append(_idle_keepers(fs))
+        send(self, msg)
+
+    monkeypatch.setattr(_Batch, "_send", late_retire)
+    try:
+        fs.ready()
+        rs = fs.run([_job(FLOOD, timeout=0.3) if s == "sab" else _job(s) for s in seq], stall)
+    finally:
+        stall.resume()
+        fs.close()
+    (sab,) = _controls(seq, rs)
+    assert sab["killed"] and sab["timeout"] and not sab["lines"] and not sab["flags"] and not sab["out"], sab
+    assert idle == [1], idle
+
+
+def test_5_an_end_known_only_from_the_server_s_done_keeps_no_ack_line():
+    # A keeper that does not answer the server's kill (stopped here, as a starved one under load) is
+    # killed with its job 1 s later, and the job is completed from the server's own "done": no token to
+    # match. The harness's ack line, sent in the job's first flush, must not reach the reply: the reply
+    # parser reads any "P" line as a forged result (a hack flag on an honest, slow sample).
+    seq = [GOOD, "hang"]
+    fs = ForkServer(SandboxConfig(jobs=1))
+    keepers: list[int] = []
+
+    def stop_keepers(i, r):
+        if i == 0:
+            _job_processes(fs)  # every keeper has reported and forked its next process
+            server = fs._proc.popen.pid
+            while (kids := _children(server)) and len(kids) == 1:
+                server = kids[0]
+            keepers.extend(kids)
+            for pid in kids:
+                os.kill(pid, signal.SIGSTOP)
+        return r
+
+    try:
+        fs.ready()
+        hang = "import time\ndef f(a, b):\n    time.sleep(30)\n"
+        rs = fs.run([_job(GOOD), _job(hang, timeout=0.3)], stop_keepers)
+    finally:
+        for pid in keepers:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        fs.close()
+    (hung,) = _controls(seq, rs)
+    assert hung["killed"] and hung["timeout"] and hung["lines"] == ["L ok"] and not hung["flags"], hung
+    assert parse_reply(hung, 1).flags == [] and len(keepers) == 3, (parse_reply(hung, 1).flags, keepers)
+
+
+def test_5_lines_from_a_process_other_than_the_reported_one_never_reach_a_reply(monkeypatch):
+    # The parent descheduled between a saboteur's "run" and its payload (1.5 s here) past its deadline
+    # (0.3 s): the waiting process is killed with the pipe still empty, so its keeper forks the next one,
+    # which then reads the payload and runs it. When the report of the killed process is read late (0.5 s
+    # here), that next process's lines (its own ack among them) are in the pipe: none of them may reach
+    # the reply, which the keeper reported for a process that never acked (the slot is retired).
+    seq = [GOOD, "sab", GOOD, BAD]
+    fs = ForkServer(SandboxConfig(jobs=1))
+    write, reports, late = _Batch._write, _Batch._reports, []
+
+    def late_write(self, k):
+        if not late and b"3 << 20" in self.running[k].data:
+            late.append(k)
+            time.sleep(1.5)
+        write(self, k)
+
+    def late_reports(self):
+        time.sleep(0.5)
+        reports(self)
+
+    monkeypatch.setattr(_Batch, "_write", late_write)
+    monkeypatch.setattr(_Batch, "_reports", late_reports)
+    try:
+        fs.ready()
+        rs = fs.run([_job(FLOOD, timeout=0.3) if s == "sab" else _job(s) for s in seq])
+    finally:
+        fs.close()
+    (sab,) = _controls(seq, rs)
+    # Its output pipe may hold the next process's flood (a killed reply, maybe flagged OutputLimit then,
+    # not "timeout"): the job's own code; what must not be there is any line of that other process.
+    assert sab["killed"] and sab["lines"] == [] and late, sab
 
 
 def test_5_a_report_read_after_its_done_never_completes_the_next_job():

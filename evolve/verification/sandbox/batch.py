@@ -190,6 +190,13 @@ class _Batch:
         acked = ack is not None and ack in lines
         if acked:
             lines.remove(ack)  # the harness's, not a result line; any other "P" line stays (forged)
+        elif tok is not None:
+            # The reported process never acked, so it wrote none of these (its ack leads its first write):
+            # another process of the slot read the payload left behind and ran it (server.py's keeper
+            # forks none when it sees the bytes; this is the rest: a payload written after the kill).
+            lines = []
+        elif lines[:1] and lines[0].startswith("P ") and len(lines[0]) == 26:
+            del lines[0]  # ended known only from the server's done: the harness's ack leads, never a result
         # The slot's pipes are shared by all its job processes. Reused only when (1) the keeper reported
         # the job's process reaped (pid 1 of its namespace: every writer of its pipes is gone, so the
         # drain above got all its bytes), (2) that same process read the payload whole (its ack, with the

@@ -4,6 +4,7 @@ imported by the sandboxed side from the package. See server.py for the keeper pr
 """
 
 import os
+import sys
 
 
 def _await_job(ctl, pidfd, gen, buf, select, sigkill):
@@ -27,6 +28,26 @@ def _await_job(ctl, pidfd, gen, buf, select, sigkill):
                     signal.pidfd_send_signal(pidfd, sigkill)
                 except OSError:
                     pass
+
+
+def _pipe_unread(fd):
+    """Whether bytes wait in a pipe (FIONREAD: a count only, no data read). False when it cannot be
+    told: the slot then goes on as before this check (the parent still retires it, as the job never
+    acked); True would leave a slot that the parent keeps using without a process."""
+    import fcntl
+
+    try:
+        import termios
+
+        req = termios.FIONREAD
+    except (ImportError, AttributeError):
+        req = 0x541B  # Linux's FIONREAD on x86 and arm
+    buf = bytearray(4)
+    try:
+        fcntl.ioctl(fd, req, buf)
+    except OSError:
+        return False
+    return int.from_bytes(buf, sys.byteorder) > 0
 
 
 def _close_except(keep):

@@ -34,7 +34,9 @@ job processes forked, so a late kill never reaches the next job); keeper -> pare
 <cpu> <stopped> <orphans> <token>``, and keeper -> server, ``<slot> <gen> <status> <cpu> <stopped>
 <orphans>``, once per reaped job process (status: exit code, or 128 + signal; token: the random name
 the keeper gave that process, which the process sends back as ``<nonce> P <token>`` once it has read
-its whole payload).
+its whole payload). A keeper whose job was killed (or died of a signal) with bytes still in the
+slot's payload pipe forks no next process: it waits for the server to kill it (the parent retires
+that slot), so no process of the slot reads and runs what was left there.
 """
 
 import os
@@ -55,6 +57,7 @@ try:  # as a package module; in the server source these are already defined
         _close_except,
         _group_alive,
         _kill,
+        _pipe_unread,
         _reap_orphans,
     )
     from evolve.verification.sandbox.kernel import (
@@ -229,9 +232,18 @@ def _keeper(k, cfg, ns, ctl):
             if not ns:
                 shutil.rmtree(cfg["_work"], ignore_errors=True)
             cpu = ru.ru_utime + ru.ru_stime
+            # Killed or died of a signal: maybe before it read its payload whole. Bytes left in the payload
+            # pipe now are that job's (the slot's next payload comes only after this report), and a next
+            # process would read and run them unwatched until the parent's retire lands (seen: its output
+            # filled the killed job's reply). So none is forked: the parent retires the slot (no ack).
+            left = (stopped or status >= 128) and _pipe_unread(cfg["slots"][k][0])
             os.write(rep, b"%d %d %r %d %d %s\n" % (k, status, cpu, stopped, orphans, tok.encode()))
             os.write(krep, b"%d %d %d %r %d %d\n" % (k, gen, status, cpu, stopped, orphans))
             gen += 1
+            if left:
+                while os.read(ctl, 4096):  # until the server kills this group (retire) or is gone
+                    pass
+                break
     except BaseException:  # noqa: BLE001
         pass
     os._exit(code)
