@@ -118,7 +118,7 @@ def test_agent_runs_and_the_hidden_run_look_the_same_from_inside(env, monkeypatc
 
     def capture(argv, _timeout, _cap):
         seen.append(argv)
-        return b"", 1, ""
+        return b"", 1, "", 0.0
 
     monkeypatch.setattr(runner, "_capped_run", capture)
     task = env.splits()["train"][0]

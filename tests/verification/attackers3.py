@@ -62,12 +62,14 @@ def stall_texts(n: int = 60_000) -> dict[str, str]:
 # The job writes a set result itself: every element hashes to 0, so building it is quadratic.
 HASH_COLLIDING_SET = NONCE + f'''
 def add(a, b):
+    __import__('time').sleep(0.06)  # after the harness's first flush (its ack): the forged lines are read
     items = ",".join(str(i * {M61}) for i in range(1, 30000))
     _say(["L ok"] + [f"R {{i}} ok {{{{\\"s\\":[{{items}}]}}}}" for i in range(4)] + ["END"])
     os._exit(0)
 '''
 HASH_COLLIDING_DICT = NONCE + f'''
 def add(a, b):
+    __import__('time').sleep(0.06)  # after the harness's first flush (its ack): the forged lines are read
     items = ",".join(f"[{{i * {M61}}},1]" for i in range(1, 30000))
     _say(["L ok"] + [f"R {{i}} ok {{{{\\"d\\":[{{items}}]}}}}" for i in range(4)] + ["END"])
     os._exit(0)
