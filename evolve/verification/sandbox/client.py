@@ -10,6 +10,7 @@ no job's data is ever in the server's memory, hence never in another job's.
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import select
@@ -32,7 +33,6 @@ _HERE = Path(__file__).parent
 # fragmenting its heap, which every keeper's fork then copied. The same interpreter binary runs on
 # both sides (view.interpreter()), so marshal's format matches.
 _BOOT = "import sys,marshal;exec(marshal.loads(sys.stdin.buffer.read()))"
-_CODE: dict[str, bytes] = {}  # server source -> its marshalled code, compiled once per process
 _CTL_MAX = 1 << 16  # longest control line the server may send
 _warned: set[str] = set()
 SLOTS_PER_JOB = 3  # slots (each with a clean job process waiting) per concurrent job
@@ -56,15 +56,12 @@ def server_source() -> str:
     return _SERVER_SOURCE
 
 
+@functools.cache
 def server_code() -> bytes:
-    """server_source() compiled and marshalled (frames keep the name ``<evolve-harness>``)."""
+    """server_source() compiled and marshalled once per process (frames keep the name ``<evolve-harness>``)."""
     import marshal
 
-    src = server_source()
-    if src not in _CODE:
-        _CODE.clear()
-        _CODE[src] = marshal.dumps(compile(src, "<evolve-harness>", "exec"))
-    return _CODE[src]
+    return marshal.dumps(compile(server_source(), "<evolve-harness>", "exec"))
 
 
 @dataclass(frozen=True)
