@@ -7,7 +7,9 @@ read-only open never writes anything.
 
 from __future__ import annotations
 
+import hashlib
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,9 +156,9 @@ def upgrade(engine: Engine, target: Target, revision: str = "head") -> None:
                 conn.exec_driver_sql("PRAGMA journal_mode=WAL")
                 conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
                 conn.commit()
-            with conn.begin():
+            with _migration_transaction(conn):
                 cfg.attributes["connection"] = conn
-                command.upgrade(cfg, revision)
+                command.upgrade(cfg, revision)  # reads the stamped revision again, under the lock
                 if sqlite and conn.exec_driver_sql("PRAGMA foreign_key_check").first() is not None:
                     raise LineageError(f"migrating {target.label} broke a foreign key; nothing was changed")
             if sqlite:
@@ -164,6 +166,57 @@ def upgrade(engine: Engine, target: Target, revision: str = "head") -> None:
                 conn.commit()
     except (OperationalError, DatabaseError) as e:
         raise LineageError(f"cannot migrate {target.label}: {_first_line(e)}") from None
+
+
+@contextmanager
+def opening_lock(target: Target, writer: bool):
+    """SQLite: one writer-capable process at a time reads the schema version and migrates (a blocking
+    ``flock`` on ``<db file>.schema.lock``, held for milliseconds once the schema is current). Without
+    it, processes opening a fresh file at once raced between the version read and the migration
+    (``table run already exists``), or met a half-made schema (``database is locked``). Read-only opens
+    and PostgreSQL (its migration holds an advisory lock, below) take no file lock."""
+    if target.sqlite_path is None or not writer:
+        yield
+        return
+    import fcntl
+
+    fd = os.open(target.sqlite_path.with_name(f"{target.sqlite_path.name}.schema.lock"), os.O_RDWR | os.O_CREAT,
+                 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the flock (so does a kill)
+
+
+@contextmanager
+def _migration_transaction(conn):
+    """One transaction for the whole migration, holding the database's write lock from its start, so
+    that a second process opening the database at the same moment waits, then finds it migrated.
+
+    - SQLite: Python's sqlite3 driver opens no transaction before DDL (each CREATE TABLE committed on its
+      own: a reader saw an empty ``alembic_version``, and a crash midway left a half-made schema), so
+      the driver's own transaction handling is off for the block and ``BEGIN IMMEDIATE`` is issued;
+    - PostgreSQL: DDL is transactional; ``pg_advisory_xact_lock`` (keyed by the schema) serialises
+      migrators, whose concurrent CREATE TABLEs would otherwise fail on the catalog's unique index."""
+    sqlite = conn.dialect.name == "sqlite"
+    driver = conn.connection.dbapi_connection if sqlite else None
+    level = driver.isolation_level if sqlite else None
+    if sqlite:
+        driver.isolation_level = None
+    try:
+        with conn.begin():
+            if sqlite:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            elif conn.dialect.name == "postgresql":
+                schema = conn.scalar(text("select current_schema()"))
+                key = int.from_bytes(hashlib.sha256(f"evolve-schema|{schema}".encode()).digest()[:8], "big",
+                                     signed=True)
+                conn.execute(text("select pg_advisory_xact_lock(:k)"), {"k": key})
+            yield
+    finally:
+        if sqlite:
+            driver.isolation_level = level
 
 
 def stamp_revision(engine: Engine, revision: str) -> None:

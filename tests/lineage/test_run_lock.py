@@ -42,9 +42,9 @@ def test_second_writer_refused_until_first_releases(db_url):
 
 def test_killed_holder_releases_the_run(db_url, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(os.getcwd())}
+    store = LineageStore.open(db_url)  # first: the holder opens it with create=False
     proc = subprocess.Popen([sys.executable, "-c", HOLD, db_url], stdout=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
-    store = LineageStore.open(db_url)
     try:
         assert proc.stdout.readline().strip() == "held"
         with pytest.raises(LineageError, match="another controller"):
@@ -65,3 +65,31 @@ def test_killed_holder_releases_the_run(db_url, tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         store.close()
+
+
+OPEN_AT_ONCE = """
+import os, sys, time
+from evolve.lineage import LineageStore
+print("ready", flush=True)
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.001)
+LineageStore.open(sys.argv[1]).close()
+print("opened", flush=True)
+"""
+
+
+def test_processes_opening_a_fresh_database_at_once_all_get_it(db_url, tmp_path):
+    """Found as a flaky failure of the test above: two processes opening a fresh database at the same
+    moment both read "no schema" and both migrated it, and one failed ("table run already exists")."""
+    go = tmp_path / "go"
+    env = {**os.environ, "PYTHONPATH": str(os.getcwd())}
+    procs = [subprocess.Popen([sys.executable, "-c", OPEN_AT_ONCE, db_url, str(go)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(4)]
+    for p in procs:
+        assert p.stdout.readline().strip() == "ready"
+    go.touch()
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [(p.returncode, out.strip()) for p, (out, _) in zip(procs, outs, strict=True)] == [(0, "opened")] * 4, \
+        [err[-800:] for _, err in outs]
+    with LineageStore.open(db_url, create=False, auto_upgrade=False) as store:  # at head, and usable
+        store.create_run("after")
