@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from loop_helpers import fingerprints_by_index, straight_and_resumed
+from loop_helpers import fingerprints_by_index, make_loop_db, straight_and_resumed
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = """
@@ -30,6 +30,14 @@ heldout_samples = 2
 heldout_ks = [1, 2]
 proposals_per_generation = 1
 """
+
+
+@pytest.fixture(scope="module")
+def module_loop_db(tmp_path_factory, tiny_model_dir):
+    """SQLite only: the store's PostgreSQL round trips of these records are tests/lineage's (both backends);
+    guided samples on PostgreSQL there (test_rollout_*), the loop on PostgreSQL in test_resume_identical and
+    test_loop_e2e. Here the loop's own behaviour is the subject, and it does not depend on the store."""
+    yield from make_loop_db("sqlite", tmp_path_factory.mktemp("loopdb"))
 
 
 @pytest.fixture(scope="module")

@@ -33,6 +33,7 @@ def api_policy(tmp_path):
     server.stop()
 
 
+@pytest.mark.parametrize("loop_db", ["sqlite"], indirect=True)  # LM calls on PostgreSQL: test_lm_reflector_replay
 def test_litellm_policy_calls_are_recorded_and_replay_without_the_server(loop_db, api_policy):
     server, spec = api_policy
     proc = loop_db.evolve("run", "--config", CI_CONFIG, "--policy", str(spec), "--mode", "prompt", "--name", "api",

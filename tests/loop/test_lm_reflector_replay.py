@@ -59,6 +59,7 @@ def test_lm_reflection_is_recorded_shown_and_replays_without_the_server(loop_db,
     assert len(reflector.requests) == sent
 
 
+@pytest.mark.parametrize("loop_db", ["sqlite"], indirect=True)  # the client's timeout: no store in it
 @pytest.mark.parametrize("timeout_s, answered", [(1, False), (30, True)])
 def test_reflection_timeout_comes_from_the_run_config(loop_db, tmp_path, timeout_s, answered):
     """A reflector on CPU answers in minutes: the config's reflection_timeout_s is what the client waits
