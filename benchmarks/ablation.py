@@ -123,11 +123,12 @@ def merge_arm(loop: dict, arm: dict) -> dict:
     return out
 
 
-def arm_config(base: Path, arm: str, out: Path, budget: int | None) -> Path:
+def arm_config(base: Path, arm: str, out: Path, budget: int | None, sets: dict | None = None) -> Path:
     loop = merge_arm(tomllib.loads(base.read_text())["loop"], ARMS[arm])
     loop["heldout_full_at_start"] = arm == START_ARM
     if budget:
         loop["max_rollouts"] = budget
+    loop.update(sets or {})  # --set: after the arm's own overrides, for every arm
     path = out / f"{arm}.toml"
     path.write_text(to_toml(loop))
     return path
@@ -138,24 +139,41 @@ def run_one(out: Path, config: Path, arm: str, seed: int) -> dict:
     done = out / f"{name}.json"
     if done.exists():
         return json.loads(done.read_text())
-    for stale in out.glob(f"{name}.db*"):  # a run killed before it finished: start it again
-        stale.unlink()
     db = f"sqlite:///{out / (name + '.db')}"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    # A run killed before it finished continues from its newest committed generation (resume equals
+    # straight-through, tests/loop); one killed before generation 0 committed starts again.
+    resume = _committed(db, name, env) > 0
+    if not resume:
+        for stale in out.glob(f"{name}.db*"):
+            stale.unlink()
+    cmd = (["resume", name, "--db", db] if resume else
+           ["run", "--config", str(config), "--seed", str(seed), "--name", name, "--db", db])
     t0 = time.perf_counter()
-    with open(out / f"{name}.log", "w") as log:  # the run's status lines
-        subprocess.run([sys.executable, "-m", "evolve", "run", "--config", str(config), "--seed", str(seed),
-                        "--name", name, "--db", db], cwd=REPO, check=True, stdout=log, stderr=subprocess.STDOUT,
-                       env=env)
-    wall = time.perf_counter() - t0
+    with open(out / f"{name}.log", "a" if resume else "w") as log:  # the run's status lines
+        subprocess.run([sys.executable, "-m", "evolve", *cmd], cwd=REPO, check=True, stdout=log,
+                       stderr=subprocess.STDOUT, env=env)
+    wall = time.perf_counter() - t0  # this attempt's only, when resumed (generations keep their total_s)
     lin = subprocess.run([sys.executable, "-m", "evolve", "lineage", name, "--json", "--db", db], cwd=REPO,
                          check=True, capture_output=True, text=True, env=env)
     gens = sorted((g for g in json.loads(lin.stdout) if g["status"] == "committed"), key=lambda g: g["index"])
-    rec = {"arm": arm, "seed": seed, "wall_s": wall, "generations": [_slim(g) for g in gens]}
+    rec = {"arm": arm, "seed": seed, "wall_s": wall, "resumed": resume,
+           "generations": [_slim(g) for g in gens]}
     done.write_text(json.dumps(rec))
     print(f"# {name}: {len(gens) - 1} generations, final full pass@1 "
           f"{gens[-1]['metrics'].get('heldout_full', {}).get('pass@1')}, {wall:.0f}s", flush=True)
     return rec
+
+
+def _committed(db: str, name: str, env: dict) -> int:
+    """Committed generations of run ``name`` in ``db`` (0 when the file or the run does not exist)."""
+    if not Path(db.removeprefix("sqlite:///")).exists():
+        return 0
+    lin = subprocess.run([sys.executable, "-m", "evolve", "lineage", name, "--json", "--db", db], cwd=REPO,
+                         capture_output=True, text=True, env=env)
+    if lin.returncode != 0:
+        return 0
+    return sum(g["status"] == "committed" for g in json.loads(lin.stdout))
 
 
 def _slim(g: dict) -> dict:
@@ -424,6 +442,9 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--budget", type=int, default=None, help="override max_rollouts")
     ap.add_argument("--out", default=str(REPO / "runs" / "ablation"))
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=TOML",
+                    help="a [loop] value for every arm, after the arm's overrides (e.g. heldout_seed_prompt=false: "
+                         "the real-model ablation cannot afford coupled-sfp's second full held-out pass)")
     ap.add_argument("--plan", default=None, help="explicit run order SEED:ARM,... (instead of seeds x arms)")
     ap.add_argument("--summarize-only", action="store_true")
     ap.add_argument("--results-name", default="ablation",
@@ -455,7 +476,8 @@ def main() -> None:
     else:
         plan = ([(int(x.split(":")[0]), x.split(":")[1]) for x in args.plan.split(",")] if args.plan
                 else [(s, a) for s in seeds for a in arms])
-        configs = {a: arm_config(Path(args.config), a, out, args.budget) for a in {a for _, a in plan}}
+        sets = {k: tomllib.loads(f"v = {v}")["v"] for k, v in (x.split("=", 1) for x in args.set)}
+        configs = {a: arm_config(Path(args.config), a, out, args.budget, sets) for a in {a for _, a in plan}}
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             futures = [pool.submit(run_one, out, configs[a], a, s) for s, a in plan]
             [f.result() for f in futures]
