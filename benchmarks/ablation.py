@@ -123,11 +123,12 @@ def merge_arm(loop: dict, arm: dict) -> dict:
     return out
 
 
-def arm_config(base: Path, arm: str, out: Path, budget: int | None) -> Path:
+def arm_config(base: Path, arm: str, out: Path, budget: int | None, sets: dict | None = None) -> Path:
     loop = merge_arm(tomllib.loads(base.read_text())["loop"], ARMS[arm])
     loop["heldout_full_at_start"] = arm == START_ARM
     if budget:
         loop["max_rollouts"] = budget
+    loop.update(sets or {})  # --set: after the arm's own overrides, for every arm
     path = out / f"{arm}.toml"
     path.write_text(to_toml(loop))
     return path
@@ -138,24 +139,76 @@ def run_one(out: Path, config: Path, arm: str, seed: int) -> dict:
     done = out / f"{name}.json"
     if done.exists():
         return json.loads(done.read_text())
-    for stale in out.glob(f"{name}.db*"):  # a run killed before it finished: start it again
-        stale.unlink()
     db = f"sqlite:///{out / (name + '.db')}"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    # A run killed before it finished continues from its newest committed generation (resume equals
+    # straight-through, tests/loop), for the generations it had left; one killed before generation 0
+    # committed starts again.
+    last = _last_committed(db, name, env)
+    resume = last >= 0
+    if not resume:
+        for stale in out.glob(f"{name}.db*"):
+            stale.unlink()
+    left = tomllib.loads(config.read_text())["loop"]["generations"] - last
+    cmd = (["resume", name, "--db", db, "--generations", str(max(left, 0))] if resume else
+           ["run", "--config", str(config), "--seed", str(seed), "--name", name, "--db", db])
     t0 = time.perf_counter()
-    with open(out / f"{name}.log", "w") as log:  # the run's status lines
-        subprocess.run([sys.executable, "-m", "evolve", "run", "--config", str(config), "--seed", str(seed),
-                        "--name", name, "--db", db], cwd=REPO, check=True, stdout=log, stderr=subprocess.STDOUT,
-                       env=env)
-    wall = time.perf_counter() - t0
+    with open(out / f"{name}.log", "a" if resume else "w") as log:  # the run's status lines
+        subprocess.run([sys.executable, "-m", "evolve", *cmd], cwd=REPO, check=True, stdout=log,
+                       stderr=subprocess.STDOUT, env=env)
+    wall = time.perf_counter() - t0  # this attempt's only, when resumed (generations keep their total_s)
     lin = subprocess.run([sys.executable, "-m", "evolve", "lineage", name, "--json", "--db", db], cwd=REPO,
                          check=True, capture_output=True, text=True, env=env)
     gens = sorted((g for g in json.loads(lin.stdout) if g["status"] == "committed"), key=lambda g: g["index"])
-    rec = {"arm": arm, "seed": seed, "wall_s": wall, "generations": [_slim(g) for g in gens]}
+    rec = {"arm": arm, "seed": seed, "wall_s": wall, "resumed": resume,
+           "generations": [_slim(g) for g in gens]}
     done.write_text(json.dumps(rec))
     print(f"# {name}: {len(gens) - 1} generations, final full pass@1 "
           f"{gens[-1]['metrics'].get('heldout_full', {}).get('pass@1')}, {wall:.0f}s", flush=True)
     return rec
+
+
+def _last_committed(db: str, name: str, env: dict) -> int:
+    """Index of run ``name``'s newest committed generation in ``db``; -1 when there is none (or no file)."""
+    if not Path(db.removeprefix("sqlite:///")).exists():
+        return -1
+    lin = subprocess.run([sys.executable, "-m", "evolve", "lineage", name, "--json", "--db", db], cwd=REPO,
+                         capture_output=True, text=True, env=env)
+    if lin.returncode != 0:
+        return -1
+    return max((g["index"] for g in json.loads(lin.stdout) if g["status"] == "committed"), default=-1)
+
+
+def unfinished_runs(out: Path, finished: set[str]) -> list[dict]:
+    """Runs under ``out`` that started and have not finished (a database, no record): their committed
+    generations so far, as ``run_one`` records them, marked ``"unfinished": true``. No arm figure uses
+    them; their generation 0 gives the seed's start figure (the base model's full held-out)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    got = []
+    for db_file in sorted(out.glob("*-s*.db")):
+        name = db_file.stem
+        arm, _, seed = name.rpartition("-s")
+        if name in finished or not seed.isdigit():
+            continue
+        lin = subprocess.run([sys.executable, "-m", "evolve", "lineage", name, "--json", "--db",
+                              f"sqlite:///{db_file}"], cwd=REPO, capture_output=True, text=True, env=env)
+        gens = sorted((g for g in json.loads(lin.stdout or "[]") if g["status"] == "committed"),
+                      key=lambda g: g["index"]) if lin.returncode == 0 else []
+        if gens:
+            got.append({"arm": arm, "seed": int(seed), "unfinished": True, "generations": [_slim(g) for g in gens]})
+    return got
+
+
+def start_figures(runs: list[dict]) -> dict:
+    """Each seed's start figure (generation 0's full held-out: the base model with the seed prompt),
+    finished runs or not: ``start_pass_at_K_sSEED``."""
+    figures = {}
+    for r in sorted(runs, key=lambda r: r["seed"]):
+        full = r["generations"][0].get("heldout_full") if r["generations"] else None
+        for k in (1, 4, 8):
+            if full and f"pass@{k}" in full:
+                figures.setdefault(f"start_pass_at_{k}_s{r['seed']}", round(full[f"pass@{k}"], 4))
+    return figures
 
 
 def _slim(g: dict) -> dict:
@@ -237,9 +290,10 @@ def distractor_record(runs) -> dict:
     return {"tested": tested, "promoted": promoted}
 
 
-def summarize(runs: list[dict], headline: str = HEADLINE) -> tuple[dict, dict]:
-    """The per-arm table and the headline figures. Arms are told apart by their names (``arm_role``),
-    so runs of arms no longer in ARMS summarise exactly as they did when they ran."""
+def summarize(runs: list[dict], headline: str = HEADLINE, unfinished: list[dict] = ()) -> tuple[dict, dict]:
+    """The per-arm table and the headline figures (``unfinished`` runs give start figures only). Arms are
+    told apart by their names (``arm_role``), so runs of arms no longer in ARMS summarise exactly as they
+    did when they ran."""
     arms = sorted({r["arm"] for r in runs}, key=arm_order)
     by_arm = {a: {r["seed"]: r for r in runs if r["arm"] == a} for a in arms}
     table, finals_task = {}, {}
@@ -311,6 +365,7 @@ def summarize(runs: list[dict], headline: str = HEADLINE) -> tuple[dict, dict]:
             figures[key] = round(100 * float(np.nanmean(gains)), 2)
     if "weights-only" in table:
         _rollouts_to_match(table, figures, by_arm, coupled_arms, headline)
+    figures.update(start_figures([*runs, *unfinished]))
     return table, figures
 
 
@@ -403,7 +458,7 @@ def resummarise(path: Path) -> int:
         print(f"ablation: {path} is not an ablation results file ({type(e).__name__}: {e})", file=sys.stderr)
         return 2
     headline = batches[-1]["args"].get("headline_arm") or HEADLINE
-    _, figures = summarize(runs, headline)
+    _, figures = summarize(runs, headline, doc["results"].get("unfinished", []))
     figures = json.loads(json.dumps(figures))  # as the file stores them
     # every recorded figure must come out equal; one the code computes since the file was written is new
     differ = sorted(k for k in doc["figures"] if figures.get(k, "missing") != doc["figures"][k])
@@ -424,6 +479,9 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--budget", type=int, default=None, help="override max_rollouts")
     ap.add_argument("--out", default=str(REPO / "runs" / "ablation"))
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=TOML",
+                    help="a [loop] value for every arm, after the arm's overrides (e.g. heldout_seed_prompt=false: "
+                         "the real-model ablation cannot afford coupled-sfp's second full held-out pass)")
     ap.add_argument("--plan", default=None, help="explicit run order SEED:ARM,... (instead of seeds x arms)")
     ap.add_argument("--summarize-only", action="store_true")
     ap.add_argument("--results-name", default="ablation",
@@ -455,12 +513,14 @@ def main() -> None:
     else:
         plan = ([(int(x.split(":")[0]), x.split(":")[1]) for x in args.plan.split(",")] if args.plan
                 else [(s, a) for s in seeds for a in arms])
-        configs = {a: arm_config(Path(args.config), a, out, args.budget) for a in {a for _, a in plan}}
+        sets = {k: tomllib.loads(f"v = {v}")["v"] for k, v in (x.split("=", 1) for x in args.set)}
+        configs = {a: arm_config(Path(args.config), a, out, args.budget, sets) for a in {a for _, a in plan}}
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             futures = [pool.submit(run_one, out, configs[a], a, s) for s, a in plan]
             [f.result() for f in futures]
         runs = [json.loads(p.read_text()) for p in sorted(out.glob("*-s*.json"))]  # with earlier runs
-    table, figures = summarize(runs, args.headline_arm)
+    unfinished = unfinished_runs(out, {f"{r['arm']}-s{r['seed']}" for r in runs})
+    table, figures = summarize(runs, args.headline_arm, unfinished)
     print()
     for a, row in table.items():
         if "final_pass@1_mean" in row:
@@ -468,7 +528,8 @@ def main() -> None:
                   f"{row['final_pass@1_sd']:.3f}  pass@8 {row['final_pass@8_mean']:.3f}  seeds {row['seeds']}  "
                   f"reach {row.get('rollouts_to_weights_final')}")
     batches = record_batch(out, args, plan, reused, started_at)
-    write_results(args.results_name, args={"batches": batches}, results={"runs": runs, "summary": table}, figures=figures)
+    write_results(args.results_name, args={"batches": batches},
+                  results={"runs": runs, "unfinished": unfinished, "summary": table}, figures=figures)
     print_figures(figures)
 
 
