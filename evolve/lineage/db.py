@@ -169,13 +169,13 @@ def upgrade(engine: Engine, target: Target, revision: str = "head") -> None:
 
 
 @contextmanager
-def opening_lock(target: Target, writer: bool):
-    """SQLite: one writer-capable process at a time reads the schema version and migrates (a blocking
-    ``flock`` on ``<db file>.schema.lock``, held for milliseconds once the schema is current). Without
-    it, processes opening a fresh file at once raced between the version read and the migration
-    (``table run already exists``), or met a half-made schema (``database is locked``). Read-only opens
-    and PostgreSQL (its migration holds an advisory lock, below) take no file lock."""
-    if target.sqlite_path is None or not writer:
+def migration_lock(target: Target):
+    """SQLite: one process at a time reads the schema version again and migrates (a blocking ``flock`` on
+    ``<db file>.schema.lock``, taken only when a migration looks needed, so a current or foreign database
+    gets no file beside it). Without it, processes opening a fresh file at once raced between the version
+    read and the migration (``table run already exists``) or met one mid-way (``database is locked``).
+    PostgreSQL needs no file: its migration holds an advisory lock (below)."""
+    if target.sqlite_path is None:
         yield
         return
     import fcntl

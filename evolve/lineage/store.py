@@ -62,10 +62,12 @@ class LineageStore:
             raise LineageError(f"{path} is a folder, not a lineage database")
         engine = dbmod.make_engine(target)
         try:
-            with dbmod.opening_lock(target, writer=create or auto_upgrade):
-                rev = dbmod.current_revision(engine, target)
-                if dbmod.check_revision(rev, target, auto_upgrade=auto_upgrade or (create and rev is None)):
-                    dbmod.upgrade(engine, target)
+            rev = dbmod.current_revision(engine, target)
+            if dbmod.check_revision(rev, target, auto_upgrade=auto_upgrade or (create and rev is None)):
+                with dbmod.migration_lock(target):  # another process may be migrating it right now: look again
+                    rev = dbmod.current_revision(engine, target)
+                    if dbmod.check_revision(rev, target, auto_upgrade=auto_upgrade or (create and rev is None)):
+                        dbmod.upgrade(engine, target)
         except BaseException:
             engine.dispose()
             raise
