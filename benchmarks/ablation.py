@@ -144,7 +144,8 @@ def run_one(out: Path, config: Path, arm: str, seed: int) -> dict:
     # A run killed before it finished continues from its newest committed generation (resume equals
     # straight-through, tests/loop), for the generations it had left; one killed before generation 0
     # committed starts again.
-    last = _last_committed(db, name, env)
+    earlier = _committed_generations(db, name, env)
+    last = earlier[-1]["index"] if earlier else -1
     resume = last >= 0
     if not resume:
         for stale in out.glob(f"{name}.db*"):
@@ -157,9 +158,7 @@ def run_one(out: Path, config: Path, arm: str, seed: int) -> dict:
         subprocess.run([sys.executable, "-m", "evolve", *cmd], cwd=REPO, check=True, stdout=log,
                        stderr=subprocess.STDOUT, env=env)
     wall = time.perf_counter() - t0  # this attempt's only, when resumed (generations keep their total_s)
-    lin = subprocess.run([sys.executable, "-m", "evolve", "lineage", name, "--json", "--db", db], cwd=REPO,
-                         check=True, capture_output=True, text=True, env=env)
-    gens = sorted((g for g in json.loads(lin.stdout) if g["status"] == "committed"), key=lambda g: g["index"])
+    gens = _committed_generations(db, name, env, check=True)
     rec = {"arm": arm, "seed": seed, "wall_s": wall, "resumed": resume,
            "generations": [_slim(g) for g in gens]}
     done.write_text(json.dumps(rec))
@@ -168,15 +167,16 @@ def run_one(out: Path, config: Path, arm: str, seed: int) -> dict:
     return rec
 
 
-def _last_committed(db: str, name: str, env: dict) -> int:
-    """Index of run ``name``'s newest committed generation in ``db``; -1 when there is none (or no file)."""
-    if not Path(db.removeprefix("sqlite:///")).exists():
-        return -1
+def _committed_generations(db: str, name: str, env: dict, check: bool = False) -> list[dict]:
+    """Run ``name``'s committed generations in ``db`` (``evolve lineage --json``), in index order; [] when
+    the file or the run does not exist (``check``: an error instead)."""
+    if not check and not Path(db.removeprefix("sqlite:///")).exists():
+        return []
     lin = subprocess.run([sys.executable, "-m", "evolve", "lineage", name, "--json", "--db", db], cwd=REPO,
-                         capture_output=True, text=True, env=env)
+                         check=check, capture_output=True, text=True, env=env)
     if lin.returncode != 0:
-        return -1
-    return max((g["index"] for g in json.loads(lin.stdout) if g["status"] == "committed"), default=-1)
+        return []
+    return sorted((g for g in json.loads(lin.stdout) if g["status"] == "committed"), key=lambda g: g["index"])
 
 
 def unfinished_runs(out: Path, finished: set[str]) -> list[dict]:
@@ -190,10 +190,7 @@ def unfinished_runs(out: Path, finished: set[str]) -> list[dict]:
         arm, _, seed = name.rpartition("-s")
         if name in finished or not seed.isdigit():
             continue
-        lin = subprocess.run([sys.executable, "-m", "evolve", "lineage", name, "--json", "--db",
-                              f"sqlite:///{db_file}"], cwd=REPO, capture_output=True, text=True, env=env)
-        gens = sorted((g for g in json.loads(lin.stdout or "[]") if g["status"] == "committed"),
-                      key=lambda g: g["index"]) if lin.returncode == 0 else []
+        gens = _committed_generations(f"sqlite:///{db_file}", name, env)
         if gens:
             got.append({"arm": arm, "seed": int(seed), "unfinished": True, "generations": [_slim(g) for g in gens]})
     return got

@@ -7,7 +7,6 @@ read-only open never writes anything.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -209,9 +208,9 @@ def _migration_transaction(conn):
             if sqlite:
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
             elif conn.dialect.name == "postgresql":
-                schema = conn.scalar(text("select current_schema()"))
-                key = int.from_bytes(hashlib.sha256(f"evolve-schema|{schema}".encode()).digest()[:8], "big",
-                                     signed=True)
+                from evolve.lineage.lease import advisory_key
+
+                key = advisory_key(f"evolve-schema|{conn.scalar(text('select current_schema()'))}")
                 conn.execute(text("select pg_advisory_xact_lock(:k)"), {"k": key})
             yield
     finally:

@@ -25,7 +25,7 @@ def _busy(run: str) -> LineageError:
                         "(a killed controller releases the run at once)")
 
 
-def _key(text: str) -> int:
+def advisory_key(text: str) -> int:
     """A signed 64-bit advisory-lock key."""
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big", signed=True)
 
@@ -35,7 +35,7 @@ def run_lock(store, run: str):
     """Hold the write lock of ``run`` for the block; LineageError at once if another process holds it."""
     path = store.target.sqlite_path
     if path is not None:
-        with _file_lock(path.with_name(f"{path.name}.{_key(run) & 0xFFFFFFFFFFFF:012x}.lock"), run):
+        with _file_lock(path.with_name(f"{path.name}.{advisory_key(run) & 0xFFFFFFFFFFFF:012x}.lock"), run):
             yield
         return
     if store.engine.dialect.name != "postgresql":
@@ -66,7 +66,7 @@ def _advisory_lock(engine, run: str):
     conn = engine.connect()
     try:
         schema = conn.scalar(text("select current_schema()"))
-        key = _key(f"evolve-run|{schema}|{run}")
+        key = advisory_key(f"evolve-run|{schema}|{run}")
         if not conn.scalar(text("select pg_try_advisory_lock(:k)"), {"k": key}):
             raise _busy(run)
         conn.commit()

@@ -61,12 +61,14 @@ class LineageStore:
         elif path is not None and path.is_dir():
             raise LineageError(f"{path} is a folder, not a lineage database")
         engine = dbmod.make_engine(target)
-        try:
+        def must_migrate() -> bool:
             rev = dbmod.current_revision(engine, target)
-            if dbmod.check_revision(rev, target, auto_upgrade=auto_upgrade or (create and rev is None)):
+            return dbmod.check_revision(rev, target, auto_upgrade=auto_upgrade or (create and rev is None))
+
+        try:
+            if must_migrate():
                 with dbmod.migration_lock(target):  # another process may be migrating it right now: look again
-                    rev = dbmod.current_revision(engine, target)
-                    if dbmod.check_revision(rev, target, auto_upgrade=auto_upgrade or (create and rev is None)):
+                    if must_migrate():
                         dbmod.upgrade(engine, target)
         except BaseException:
             engine.dispose()

@@ -120,13 +120,15 @@ def wait_pending(db: LoopDB, run: str, committed: int, proc, limit_s: float = 40
     pytest.fail(f"generation {committed} never started")
 
 
-def fingerprints(db: LoopDB, run: str) -> list[dict]:
-    """Every generation of ``run`` as comparable data (evolve.loop.fingerprint), in index order."""
+def fingerprints(db: LoopDB, run: str, committed_only: bool = False) -> list[dict]:
+    """Every generation of ``run`` as comparable data (evolve.loop.fingerprint), in index order
+    (``committed_only``: without a killed run's pending one, which has no weights yet)."""
     from evolve.loop.fingerprint import generation_fingerprint
 
     store = db.store()
     try:
-        return [generation_fingerprint(store, store.resolve_generation(g["name"])) for g in store.lineage(run)]
+        return [generation_fingerprint(store, store.resolve_generation(g["name"])) for g in store.lineage(run)
+                if not committed_only or g["status"] == "committed"]
     finally:
         store.close()
 

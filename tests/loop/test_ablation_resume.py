@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from loop_helpers import REPO, LoopDB, kill9_when
+from loop_helpers import REPO, LoopDB, fingerprints, kill9_when
 
 
 def _ablation():
@@ -33,18 +33,6 @@ heldout_final_samples = 2
 """
 
 
-def committed(db: LoopDB, run: str) -> list[dict]:
-    """The committed generations of ``run`` as comparable data (evolve.loop.fingerprint)."""
-    from evolve.loop.fingerprint import generation_fingerprint
-
-    store = db.store()
-    try:
-        return [generation_fingerprint(store, store.resolve_generation(g["name"]))
-                for g in store.lineage(run) if g["status"] == "committed"]
-    finally:
-        store.close()
-
-
 def test_a_killed_run_resumes_where_it_stopped(tmp_path, tiny_model_dir):
     ab = _ablation()
     config = tmp_path / "weights-only.toml"
@@ -53,14 +41,14 @@ def test_a_killed_run_resumes_where_it_stopped(tmp_path, tiny_model_dir):
     db = LoopDB(f"sqlite:///{tmp_path / (name + '.db')}")
     kill9_when(db, name, ["run", "--config", str(config), "--seed", "0", "--name", name], committed=2)
     assert db.statuses(name)[:2] == ["committed", "committed"]
-    before = committed(db, name)
+    before = fingerprints(db, name, committed_only=True)
 
     rec = ab.run_one(tmp_path, config, "weights-only", 0)
 
     assert rec["resumed"] is True
     assert [g["index"] for g in rec["generations"]] == [0, 1, 2]  # not run past the config's generations
     assert rec["generations"][-1]["heldout_full"] is not None  # the final full figure is taken on resume
-    after = committed(db, name)
+    after = fingerprints(db, name, committed_only=True)
     assert len(before) == 2 and len(after) == 3 and after[:2] == before  # continued, not redone
     assert "resume weights-only-s0 from generation 1" in (tmp_path / f"{name}.log").read_text()
     assert ab.run_one(tmp_path, config, "weights-only", 0) == rec  # a finished run is read back, not run

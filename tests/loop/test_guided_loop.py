@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from loop_helpers import fingerprints_by_index, make_loop_db, straight_and_resumed
+from loop_helpers import fingerprints_by_index, straight_and_resumed
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = """
@@ -33,22 +33,14 @@ proposals_per_generation = 1
 
 
 @pytest.fixture(scope="module")
-def module_loop_db(tmp_path_factory, tiny_model_dir):
-    """SQLite only: the store's PostgreSQL round trips of these records are tests/lineage's (both backends);
-    guided samples on PostgreSQL there (test_rollout_*), the loop on PostgreSQL in test_resume_identical and
-    test_loop_e2e. Here the loop's own behaviour is the subject, and it does not depend on the store."""
-    yield from make_loop_db("sqlite", tmp_path_factory.mktemp("loopdb"))
-
-
-@pytest.fixture(scope="module")
-def runs(module_loop_db, tmp_path_factory):
+def runs(module_sqlite_loop_db, tmp_path_factory):  # SQLite only: conftest
     folder = tmp_path_factory.mktemp("cfg")
     policy = folder / "ci-gigpo.toml"
     policy.write_text((REPO / "policies" / "tiny-coder-ci.toml").read_text().replace(
         'advantage = "grpo"', 'advantage = "gigpo"'))
     cfg = folder / "guided.toml"
     cfg.write_text(CONFIG.format(policy=policy))
-    return straight_and_resumed(module_loop_db, cfg)
+    return straight_and_resumed(module_sqlite_loop_db, cfg)
 
 
 def test_guided_samples_are_stored_with_sources_and_audited(runs):

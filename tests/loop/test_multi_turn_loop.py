@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from loop_helpers import fingerprints_by_index, make_loop_db, straight_and_resumed
+from loop_helpers import fingerprints_by_index, straight_and_resumed
 
 CONFIG = """
 [loop]
@@ -28,18 +28,10 @@ proposals_per_generation = 1
 
 
 @pytest.fixture(scope="module")
-def module_loop_db(tmp_path_factory, tiny_model_dir):
-    """SQLite only: the store's PostgreSQL round trips of these records are tests/lineage's (both backends);
-    turns and transcripts on PostgreSQL there (test_rollout_*), the loop on PostgreSQL in test_resume_identical and
-    test_loop_e2e. Here the loop's own behaviour is the subject, and it does not depend on the store."""
-    yield from make_loop_db("sqlite", tmp_path_factory.mktemp("loopdb"))
-
-
-@pytest.fixture(scope="module")
-def runs(module_loop_db, tmp_path_factory):
+def runs(module_sqlite_loop_db, tmp_path_factory):  # SQLite only: conftest
     cfg = tmp_path_factory.mktemp("cfg") / "repair.toml"
     cfg.write_text(CONFIG)
-    return straight_and_resumed(module_loop_db, cfg)
+    return straight_and_resumed(module_sqlite_loop_db, cfg)
 
 
 def test_transcripts_are_stored_with_turn_rewards(runs):
