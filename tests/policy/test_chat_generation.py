@@ -7,6 +7,7 @@ import json
 import torch
 
 from evolve.policy.backends.hf import CodeBlockStop
+from evolve.policy.code_block import code_block_end
 from evolve.policy.sample_cache import generate_cached, read_cache
 
 
@@ -29,6 +30,9 @@ def test_code_block_stop_records_where_each_row_closed_its_block(smollm2_spec):
     assert stop.stop_at[0] is not None and bool(done[0])
     cut = tok.decode(closed[:stop.stop_at[0]])
     assert cut.count("```") == 2 and cut.rstrip().endswith("```") and "It returns" not in cut
+    # the vLLM backend cuts its rows after generation with the same rule
+    assert code_block_end(tok, closed) == stop.stop_at[0]
+    assert code_block_end(tok, open_only) is None
 
 
 def test_sample_cache_resumes_and_survives_a_torn_line(random_model_dir, tmp_path, gym_tasks):

@@ -74,6 +74,19 @@ def test_top_p_logprobs_are_renormalised_over_the_nucleus(synced):
     assert a["mean_signed"] >= a["mean_abs"] - 2 * MEAN_TOL, a  # nearly every token is above, none far below
 
 
+def test_a_row_that_closed_its_code_block_stops_in_the_engine(synced):
+    """stop_after_code_block on vLLM: a row ends at the token that closes its first ``` block (the HF
+    backend's rule) inside the engine (forced eos, no steps spent past it), on the tokens it would have
+    sampled without the stop; the backend's samples end at the fence."""
+    _, _, res = synced
+    cb = res["code_block_stop"]
+    closed = [r for r in cb["rows"] if r["end"] is not None]
+    assert closed and any(r["free_len"] > r["end"] + 1 for r in closed), cb  # some rows went on explaining
+    assert all(r["forced_eos"] and r["same_tokens"] for r in closed), cb
+    assert all(r["same_tokens"] for r in cb["rows"]), cb  # rows that never closed a block are untouched
+    assert cb["samples_closed"] >= 1 and cb["closed_end_at_fence"], cb
+
+
 def test_resume_pushes_the_checkpoint_into_the_engine(synced):
     finetune, ckpt, res = synced
     back = scenario("resume", "--finetune", finetune, "--ckpt", str(ckpt))

@@ -19,10 +19,9 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from evolve.policy.chat import encode_prompt, eos_ids
+from evolve.policy.code_block import FENCE
 from evolve.policy.sample import Sample
 from evolve.policy.spec import SamplingSpec
-
-FENCE = "```"
 
 
 def task_seed(seed: int, task_index: int) -> int:

