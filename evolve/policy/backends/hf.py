@@ -19,7 +19,7 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from evolve.policy.chat import encode_prompt, eos_ids
-from evolve.policy.code_block import FENCE
+from evolve.policy.code_block import closes_block
 from evolve.policy.sample import Sample
 from evolve.policy.spec import SamplingSpec
 
@@ -43,8 +43,7 @@ class CodeBlockStop(StoppingCriteria):
         done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
         for r in range(input_ids.shape[0]):
             if self.stop_at[r] is None:
-                text = self.tokenizer.decode(input_ids[r, self.width:], skip_special_tokens=True)
-                if text.count(FENCE) >= 2:
+                if closes_block(self.tokenizer, input_ids[r, self.width:].tolist()):
                     self.stop_at[r] = input_ids.shape[1] - self.width
             done[r] = self.stop_at[r] is not None
         return done
