@@ -146,10 +146,22 @@ def load_policy(spec: PolicySpec, checkpoint_dir: str | Path | None = None) -> P
     backend = BACKENDS[spec.backend](spec, model, tokenizer, base)
     policy = Policy(spec, backend, model, tokenizer, updater, base)
     policy.resolved = {"dtype": dtype, "threads": torch.get_num_threads(), "device": device,
-                       "model_sha256": spec.model_sha256}
+                       "model_sha256": spec.model_sha256, **_keep_recorded_draw(backend, ckpt)}
     if ckpt is not None:
         _restore_sampler(policy, ckpt)
     return policy
+
+
+def _keep_recorded_draw(backend, ckpt: Path | None) -> dict:
+    """The HF backend's token draw (evolve.policy.nucleus), as a checkpoint recorded it: a resume continues
+    with its run's draw. A checkpoint that records none predates the choice and was drawn by transformers."""
+    if not hasattr(backend, "sampler"):
+        return {}
+    if ckpt is not None:
+        from evolve.policy.nucleus import TRANSFORMERS
+
+        backend.sampler = _recorded(ckpt).get("sampler", TRANSFORMERS)
+    return {"sampler": backend.sampler}
 
 
 def _recorded(ckpt: Path | None) -> dict:

@@ -8,6 +8,10 @@ and as much again for their log-softmax). ``SampledLogprobs`` keeps one B x V lo
 time: at step t it reads the token sampled at step t-1 from ``input_ids[:, -1]`` and keeps only
 that token's log-prob; the last token is resolved after ``generate`` returns.
 
+The draw: transformers' top-p warper and multinomial for small vocabularies, ``NucleusSampler`` (the same
+distribution without sorting the vocabulary every step) for large ones; a checkpoint keeps its run's draw
+(``evolve.policy.nucleus``).
+
 With ``stop_after_code_block`` a row ends at the token that closes its first fenced code block
 (finish_reason "stop", not truncated); the rest of that row (generated while other rows of the
 batch went on) is cut off, so completion ids and log-probs are exactly what the row sampled.
@@ -20,6 +24,7 @@ from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria,
 
 from evolve.policy.chat import encode_prompt, eos_ids
 from evolve.policy.code_block import closes_block
+from evolve.policy.nucleus import SAMPLER, NucleusSampler, default_sampler
 from evolve.policy.sample import Sample
 from evolve.policy.spec import SamplingSpec
 
@@ -55,7 +60,7 @@ class SampledLogprobs(LogitsProcessor):
     transformers runs custom processors after the model's own pre-warper processors and before the
     temperature/top-p warpers, so ``scores`` are the raw logits whenever the generation config adds
     no pre-warper processor (``HFBackend`` switches those off): the numbers ``output_logits`` gave.
-    Returns ``scores`` untouched, so sampling is unchanged.
+    Returns ``scores`` untouched, so sampling is unchanged; it runs before ``NucleusSampler`` where that draws.
     """
 
     def __init__(self, temperature: float):
@@ -104,6 +109,11 @@ def neutral_pre_warpers(model) -> dict:
     return out
 
 
+# A hub model's generation config may ask for its own sampling (Qwen's: temperature 0.7, top-k 20, top-p
+# 0.8). Greedy generate ignores it; cleared too, so generate does not warn about flags it will not use.
+_NO_WARPERS = {"temperature": None, "top_p": None, "top_k": None, "min_p": None, "typical_p": None,
+               "epsilon_cutoff": None, "eta_cutoff": None}
+
 _MMAP_FIXED = False
 
 
@@ -139,6 +149,8 @@ class HFBackend:
         self.eos = eos_ids(tokenizer, model)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos[0]
         self.neutral = neutral_pre_warpers(model)
+        # How a row's next token is drawn: load_policy replaces it with what a checkpoint recorded.
+        self.sampler = default_sampler(model)
         fixed_mmap_threshold()
 
     def sync_weights(self, model) -> None:  # generation runs on the trained model itself
@@ -183,11 +195,16 @@ class HFBackend:
         device = next(self.model.parameters()).device
         stop = CodeBlockStop(self.tokenizer, width, len(rows)) if s.stop_after_code_block else None
         record = SampledLogprobs(s.temperature)
+        processors = [record]
+        if self.sampler == SAMPLER:  # the draw is NucleusSampler's; greedy generate takes its one finite score
+            processors.append(NucleusSampler(s.temperature, s.top_p))
+            draw = {"do_sample": False, **_NO_WARPERS}
+        else:
+            draw = {"do_sample": True, "temperature": s.temperature, "top_p": s.top_p, "top_k": 0}
         sequences = self.model.generate(
-            input_ids=input_ids.to(device), attention_mask=attention.to(device), do_sample=True,
-            temperature=s.temperature, top_p=s.top_p, top_k=0, max_new_tokens=s.max_new_tokens,
-            eos_token_id=self.eos, pad_token_id=self.pad_id, use_cache=True,
-            logits_processor=LogitsProcessorList([record]), **self.neutral,
+            input_ids=input_ids.to(device), attention_mask=attention.to(device), **draw,
+            max_new_tokens=s.max_new_tokens, eos_token_id=self.eos, pad_token_id=self.pad_id, use_cache=True,
+            logits_processor=LogitsProcessorList(processors), **self.neutral,
             stopping_criteria=StoppingCriteriaList([stop]) if stop is not None else None,
         )
         completions = sequences[:, width:]

@@ -1,0 +1,80 @@
+"""Top-p (nucleus) sampling without sorting the vocabulary: the HF backend's draw.
+
+transformers' ``TopPLogitsWarper`` sorts each row's whole vocabulary at every step, and ``generate`` then
+draws with ``torch.multinomial`` over the whole vocabulary. For 32 rows of Qwen's 151,936-token vocabulary
+on these CPUs that was ~0.3-0.7 s a step for the sort and ~0.1 s for the draw (benchmarks/generate.py),
+several times the 0.5B's own forward: it, not the model, set the HF backend's tokens/s.
+
+``nucleus_draw`` keeps transformers' rule (a token stays unless the tokens ranked below it hold at most
+1 - top_p of the mass, i.e. the mass ranked strictly above it is below top_p; the top token always stays)
+but finds the nucleus with ``topk``: k starts small and doubles until the k-th token is outside the nucleus
+(a flat row, such as a random model's, ends at the whole vocabulary: a full sort, as before). The draw is a
+multinomial over the nucleus only, with the global torch RNG (the backend seeds and forks it per stream).
+
+The kept set is transformers' up to float rounding at the boundary (the mass is summed from the top here,
+from the bottom there). The samples are not: the draw consumes the RNG differently, so the same seed gives
+other tokens than the sort-based path did. So the draw is chosen per policy (``default_sampler``) and
+recorded in its checkpoint's ``resolved`` facts as ``sampler``: checkpoints that record none were drawn by
+transformers and keep that draw.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import LogitsProcessor
+
+SAMPLER = "nucleus-topk"  # recorded per checkpoint (policy.json's "resolved"); see default_sampler
+TRANSFORMERS = "transformers"  # generate's own warpers and multinomial
+FIRST_K = 64  # a code model at T 0.7 / top-p 0.95 keeps a handful of tokens; one topk call covers it
+# Below this many tokens the sort costs well under a millisecond a step, and the models that small (the
+# embedded gym model: 512; the tests' random models: 320) keep transformers' draw, so their recorded runs,
+# fingerprints and figures stay reproducible by the current code.
+NUCLEUS_MIN_VOCAB = 4096
+
+
+def default_sampler(model) -> str:
+    """The draw for a fresh policy: NucleusSampler for a large vocabulary, transformers' otherwise. A checkpoint
+    keeps the draw its run used (``load_policy``), so a resume continues as the run went straight through."""
+    vocab = model.get_output_embeddings().weight.shape[0]
+    return SAMPLER if vocab >= NUCLEUS_MIN_VOCAB else TRANSFORMERS
+
+
+def nucleus(logits: torch.Tensor, temperature: float, top_p: float) -> tuple[torch.Tensor, ...]:
+    """Each row's nucleus as (token ids, their probabilities under softmax(logits / temperature), in the
+    nucleus or not), all (B, k) and ranked by probability; k grows until every row's nucleus ends inside it.
+    top_p >= 1 keeps the whole vocabulary (transformers adds no top-p warper then)."""
+    scaled = logits.float() / temperature
+    log_norm = torch.logsumexp(scaled, dim=-1, keepdim=True)
+    vocab = scaled.shape[-1]
+    k = min(FIRST_K, vocab) if top_p < 1.0 else vocab
+    while True:
+        top, index = scaled.topk(k, dim=-1)  # descending
+        probs = (top - log_norm).exp()
+        above = torch.nn.functional.pad(torch.cumsum(probs, dim=-1)[:, :-1], (1, 0))  # mass ranked above
+        keep = above < top_p if top_p < 1.0 else torch.ones_like(probs, dtype=torch.bool)
+        keep[:, 0] = True
+        if k == vocab or not bool(keep[:, -1].any()):
+            return index, probs, keep
+        k = min(2 * k, vocab)
+
+
+def nucleus_draw(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """(B,) token ids drawn from softmax(logits / temperature) restricted to each row's top-p nucleus."""
+    if top_p >= 1.0:  # no nucleus: one draw over the whole vocabulary, no ranking needed
+        return torch.multinomial(torch.softmax(logits.float() / temperature, dim=-1), 1).squeeze(-1)
+    index, probs, keep = nucleus(logits, temperature, top_p)
+    return index.gather(-1, torch.multinomial(probs * keep, 1)).squeeze(-1)
+
+
+class NucleusSampler(LogitsProcessor):
+    """Draws each row's next token and returns scores whose only finite entry is that token, so a greedy
+    ``generate`` (``do_sample=False``) takes it. Put it last: processors before it see the raw logits."""
+
+    def __init__(self, temperature: float, top_p: float):
+        self.temperature = temperature
+        self.top_p = top_p
+
+    def __call__(self, input_ids, scores):
+        token = nucleus_draw(scores, self.temperature, self.top_p)
+        chosen = torch.full_like(scores, float("-inf"))
+        return chosen.scatter_(1, token[:, None].to(scores.device), 0.0)
