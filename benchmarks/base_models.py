@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -34,25 +35,16 @@ REFLECTOR = REPO / "policies" / "qwen2.5-coder-1.5b-instruct.toml"
 LOCK = Path(tempfile.gettempdir()) / "evolve-bigmodel.lock"
 
 
-def spec_with_model(source: Path, kv_gib: float) -> dict:
-    """The 0.5B's policy spec with the 1.5B's model and checksum: the same sampling, stop and backend."""
-    spec = tomllib.loads(POLICY.read_text())
+def spec_with_model(source: Path, kv_gib: float) -> str:
+    """The 0.5B's policy spec (its TOML text, comments kept) with the 1.5B's model, checksum and KV cache:
+    the same sampling, stop and backend."""
     model = tomllib.loads(source.read_text())
-    spec.update(model=model["model"], model_sha256=model["model_sha256"])
-    spec["vllm"] = {**spec.get("vllm", {}), "cpu_kv_cache_gib": kv_gib}
-    return spec
-
-
-def toml_text(spec: dict) -> str:
-    """Just enough TOML for a policy spec (strings, numbers, booleans, lists, one level of tables)."""
-    def value(v):
-        return json.dumps(v) if not isinstance(v, bool) else str(v).lower()
-
-    lines = [f"{k} = {value(v)}" for k, v in spec.items() if not isinstance(v, dict)]
-    for table, body in spec.items():
-        if isinstance(body, dict):
-            lines += ["", f"[{table}]", *(f"{k} = {value(v)}" for k, v in body.items())]
-    return "\n".join(lines) + "\n"
+    text = POLICY.read_text()
+    for key, value in (("model", model["model"]), ("model_sha256", model["model_sha256"]), ("cpu_kv_cache_gib", kv_gib)):
+        text, n = re.subn(rf"(?m)^{key} = [^#\n]*", f"{key} = {json.dumps(value)} ", text)
+        if n != 1:
+            sys.exit(f"base_models: {POLICY.name} has {n} '{key} =' lines, expected 1")
+    return text
 
 
 def evaluate(spec_path: Path, args) -> dict:
@@ -83,7 +75,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="evolve-base-") as tmp, LOCK.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one big model at a time on this machine (the ablation holds it too)
         big = Path(tmp) / "qwen2.5-coder-1.5b-as-policy.toml"
-        big.write_text(toml_text(spec_with_model(REFLECTOR, args.kv_gib)))
+        big.write_text(spec_with_model(REFLECTOR, args.kv_gib))
         for name, path in (("qwen0.5b", POLICY), ("qwen1.5b", big)):
             results[name] = evaluate(path, args)
             print(f"{name}: pass@1 {results[name]['overall']['pass@1']:.3f} "
