@@ -2,8 +2,9 @@
 
 transformers' ``TopPLogitsWarper`` sorts each row's whole vocabulary at every step, and ``generate`` then
 draws with ``torch.multinomial`` over the whole vocabulary. For 32 rows of Qwen's 151,936-token vocabulary
-on these CPUs that was ~0.3-0.7 s a step for the sort and ~0.1 s for the draw (benchmarks/generate.py),
-several times the 0.5B's own forward: it, not the model, set the HF backend's tokens/s.
+on these CPUs that was 0.7 s a step for the sort and 0.14 s for the draw (2 threads, measured beside another
+job), several times the 0.5B's own forward: it, not the model, set the HF backend's tokens/s (with this draw:
+7.3x the float32 baseline instead of 3.2x, benchmarks/results/generate.json).
 
 ``nucleus_draw`` keeps transformers' rule (a token stays unless the tokens ranked below it hold at most
 1 - top_p of the mass, i.e. the mass ranked strictly above it is below top_p; the top token always stays)
