@@ -40,17 +40,15 @@ def default_sampler(model) -> str:
     return SAMPLER if vocab >= NUCLEUS_MIN_VOCAB else TRANSFORMERS
 
 
-def nucleus(logits: torch.Tensor, temperature: float, top_p: float) -> tuple[torch.Tensor, ...]:
-    """Each row's nucleus as (token ids, their probabilities under softmax(logits / temperature), in the
-    nucleus or not), all (B, k) and ranked by probability; k grows until every row's nucleus ends inside it.
-    top_p >= 1 keeps the whole vocabulary (transformers adds no top-p warper then)."""
-    scaled = logits.float() / temperature
-    log_norm = torch.logsumexp(scaled, dim=-1, keepdim=True)
-    vocab = scaled.shape[-1]
+def nucleus(logprobs: torch.Tensor, top_p: float) -> tuple[torch.Tensor, ...]:
+    """Each row's nucleus, from its log-probs (log softmax(logits / temperature)), as (token ids, their
+    probabilities, in the nucleus or not), all (B, k) and ranked by probability; k grows until every row's
+    nucleus ends inside it. top_p >= 1 keeps the whole vocabulary (transformers adds no top-p warper then)."""
+    vocab = logprobs.shape[-1]
     k = min(FIRST_K, vocab) if top_p < 1.0 else vocab
     while True:
-        top, index = scaled.topk(k, dim=-1)  # descending
-        probs = (top - log_norm).exp()
+        top, index = logprobs.topk(k, dim=-1)  # descending
+        probs = top.exp()
         above = torch.nn.functional.pad(torch.cumsum(probs, dim=-1)[:, :-1], (1, 0))  # mass ranked above
         keep = above < top_p if top_p < 1.0 else torch.ones_like(probs, dtype=torch.bool)
         keep[:, 0] = True
@@ -59,23 +57,25 @@ def nucleus(logits: torch.Tensor, temperature: float, top_p: float) -> tuple[tor
         k = min(2 * k, vocab)
 
 
-def nucleus_draw(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
-    """(B,) token ids drawn from softmax(logits / temperature) restricted to each row's top-p nucleus."""
+def nucleus_draw(logprobs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """(B,) token ids drawn from each row's distribution (given as log-probs) restricted to its top-p nucleus."""
     if top_p >= 1.0:  # no nucleus: one draw over the whole vocabulary, no ranking needed
-        return torch.multinomial(torch.softmax(logits.float() / temperature, dim=-1), 1).squeeze(-1)
-    index, probs, keep = nucleus(logits, temperature, top_p)
+        return torch.multinomial(logprobs.exp(), 1).squeeze(-1)
+    index, probs, keep = nucleus(logprobs, top_p)
     return index.gather(-1, torch.multinomial(probs * keep, 1)).squeeze(-1)
 
 
 class NucleusSampler(LogitsProcessor):
     """Draws each row's next token and returns scores whose only finite entry is that token, so a greedy
-    ``generate`` (``do_sample=False``) takes it. Put it last: processors before it see the raw logits."""
+    ``generate`` (``do_sample=False``) takes it. ``record``: the ``SampledLogprobs`` that runs just before it,
+    whose ``last`` is this step's log softmax(logits / T), the behaviour log-probs: the draw uses the same
+    tensor instead of computing a second full-vocabulary log-softmax each step."""
 
-    def __init__(self, temperature: float, top_p: float):
-        self.temperature = temperature
+    def __init__(self, record, top_p: float):
+        self.record = record
         self.top_p = top_p
 
     def __call__(self, input_ids, scores):
-        token = nucleus_draw(scores, self.temperature, self.top_p)
+        token = nucleus_draw(self.record.last, self.top_p)
         chosen = torch.full_like(scores, float("-inf"))
-        return chosen.scatter_(1, token[:, None].to(scores.device), 0.0)
+        return chosen.scatter_(1, token[:, None], 0.0)

@@ -115,6 +115,7 @@ def load_policy(spec: PolicySpec, checkpoint_dir: str | Path | None = None) -> P
         resolve_dtype_name,
         resolve_model_path,
     )
+    from evolve.policy.nucleus import TRANSFORMERS
     from evolve.policy.updater import Updater
 
     torch.set_num_threads(spec.threads)
@@ -127,7 +128,8 @@ def load_policy(spec: PolicySpec, checkpoint_dir: str | Path | None = None) -> P
         raise EvolveError(f"{ckpt} is not a complete policy checkpoint (no {POLICY_META})")
     # A checkpoint keeps the dtype its run resolved ("auto-bf16" on a bf16 CPU), so a resume on
     # another machine continues as the run went straight through.
-    dtype = _recorded(ckpt).get("dtype") or resolve_dtype_name(spec.dtype, device)
+    recorded = _recorded(ckpt)
+    dtype = recorded.get("dtype") or resolve_dtype_name(spec.dtype, device)
     tokenizer = load_tokenizer(str(ckpt) if ckpt else base)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.seed)  # LoRA adapter init is random: make it a function of the spec
@@ -145,23 +147,14 @@ def load_policy(spec: PolicySpec, checkpoint_dir: str | Path | None = None) -> P
             updater.load_state_dict(torch.load(ckpt / TRAINER_STATE, weights_only=False))
     backend = BACKENDS[spec.backend](spec, model, tokenizer, base)
     policy = Policy(spec, backend, model, tokenizer, updater, base)
+    draw = getattr(backend, "sampler", None)  # the HF backend's token draw (evolve.policy.nucleus)
+    if draw is not None and ckpt is not None:  # a checkpoint keeps its run's; one recording none was transformers'
+        draw = backend.sampler = recorded.get("sampler", TRANSFORMERS)
     policy.resolved = {"dtype": dtype, "threads": torch.get_num_threads(), "device": device,
-                       "model_sha256": spec.model_sha256, **_keep_recorded_draw(backend, ckpt)}
+                       "model_sha256": spec.model_sha256, **({"sampler": draw} if draw else {})}
     if ckpt is not None:
         _restore_sampler(policy, ckpt)
     return policy
-
-
-def _keep_recorded_draw(backend, ckpt: Path | None) -> dict:
-    """The HF backend's token draw (evolve.policy.nucleus), as a checkpoint recorded it: a resume continues
-    with its run's draw. A checkpoint that records none predates the choice and was drawn by transformers."""
-    if not hasattr(backend, "sampler"):
-        return {}
-    if ckpt is not None:
-        from evolve.policy.nucleus import TRANSFORMERS
-
-        backend.sampler = _recorded(ckpt).get("sampler", TRANSFORMERS)
-    return {"sampler": backend.sampler}
 
 
 def _recorded(ckpt: Path | None) -> dict:

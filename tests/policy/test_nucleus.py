@@ -31,7 +31,7 @@ def _transformers_kept(logits, temperature, top_p):
 
 
 def _ours_kept(logits, temperature, top_p):
-    index, _, keep = nucleus(logits, temperature, top_p)
+    index, _, keep = nucleus(torch.log_softmax(logits / temperature, -1), top_p)
     return [set(i[k].tolist()) for i, k in zip(index, keep, strict=True)]
 
 
@@ -50,7 +50,7 @@ def test_the_nucleus_is_the_set_transformers_keeps(temperature, top_p):
 def test_draws_follow_the_renormalised_nucleus():
     torch.manual_seed(1)
     row = torch.tensor([4.0, 3.5, 3.0, 2.0, 1.0, 0.0, -1.0, -3.0] + [-6.0] * 200)
-    draws = nucleus_draw(row.expand(40_000, -1), 0.8, 0.9)
+    draws = nucleus_draw(torch.log_softmax(row / 0.8, -1).expand(40_000, -1), 0.9)
     kept = _transformers_kept(row[None], 0.8, 0.9)[0]
     want = torch.softmax(row / 0.8, -1)
     want = torch.where(torch.isin(torch.arange(len(row)), torch.tensor(sorted(kept))), want, 0.0)

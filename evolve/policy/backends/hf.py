@@ -109,11 +109,6 @@ def neutral_pre_warpers(model) -> dict:
     return out
 
 
-# A hub model's generation config may ask for its own sampling (Qwen's: temperature 0.7, top-k 20, top-p
-# 0.8). Greedy generate ignores it; cleared too, so generate does not warn about flags it will not use.
-_NO_WARPERS = {"temperature": None, "top_p": None, "top_k": None, "min_p": None, "typical_p": None,
-               "epsilon_cutoff": None, "eta_cutoff": None}
-
 _MMAP_FIXED = False
 
 
@@ -197,8 +192,8 @@ class HFBackend:
         record = SampledLogprobs(s.temperature)
         processors = [record]
         if self.sampler == SAMPLER:  # the draw is NucleusSampler's; greedy generate takes its one finite score
-            processors.append(NucleusSampler(s.temperature, s.top_p))
-            draw = {"do_sample": False, **_NO_WARPERS}
+            processors.append(NucleusSampler(record, s.top_p))  # (and ignores a hub config's own sampling)
+            draw = {"do_sample": False}
         else:
             draw = {"do_sample": True, "temperature": s.temperature, "top_p": s.top_p, "top_k": 0}
         sequences = self.model.generate(
