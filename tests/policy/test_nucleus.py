@@ -90,12 +90,17 @@ def test_a_large_vocabulary_draws_without_transformers_top_p(nucleus_policy):
     assert len({tuple(s.completion_ids) for g in a for s in g}) > 1
 
 
+def _teacher_forced_logits(model, sample):
+    """The raw logits at each of ``sample``'s completion steps, from one forward over prompt + completion."""
+    ids = torch.tensor([sample.prompt_ids + sample.completion_ids])
+    with torch.no_grad():
+        return model(input_ids=ids).logits[0, len(sample.prompt_ids) - 1:-1].float()
+
+
 def test_recorded_logprobs_are_the_sampled_tokens_tempered_log_softmax(nucleus_policy):
-    model, temperature = nucleus_policy.model, nucleus_policy.spec.sampling.temperature
+    temperature = nucleus_policy.spec.sampling.temperature
     for sample in [s for g in nucleus_policy.generate(_prompts(2), n=2, seed=3) for s in g]:
-        ids = torch.tensor([sample.prompt_ids + sample.completion_ids])
-        with torch.no_grad():
-            logits = model(input_ids=ids).logits[0, len(sample.prompt_ids) - 1:-1].float()
+        logits = _teacher_forced_logits(nucleus_policy.model, sample)
         want = torch.log_softmax(logits / temperature, -1).gather(-1, torch.tensor(sample.completion_ids)[:, None])
         assert torch.allclose(torch.tensor(sample.logprobs), want.squeeze(-1), atol=1e-4)
 
@@ -115,12 +120,9 @@ def test_every_sampled_token_is_in_the_specs_nucleus(nucleus_policy, random_mode
         "n": 2, "temperature": temperature, "top_p": top_p, "max_new_tokens": 12}})
     policy = load_policy(spec)  # with nucleus_policy's patches: NucleusSampler draws, transformers' top-p raises
     assert policy.resolved["sampler"] == SAMPLER
-    model, checked = policy.model, 0
+    checked = 0
     for sample in [s for g in policy.generate(_prompts(2), n=2, seed=7) for s in g]:
-        ids = torch.tensor([sample.prompt_ids + sample.completion_ids])
-        with torch.no_grad():
-            logits = model(input_ids=ids).logits[0, len(sample.prompt_ids) - 1:-1].float()
-        kept = _sorted_kept(logits, temperature, top_p)
+        kept = _sorted_kept(_teacher_forced_logits(policy.model, sample), temperature, top_p)
         assert all(t in k for t, k in zip(sample.completion_ids, kept, strict=True))
         checked += len(sample.completion_ids)
     assert checked >= 24
