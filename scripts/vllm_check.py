@@ -29,7 +29,7 @@ STEPS = 2
 
 
 def spec_for(backend: str, finetune: str, device: str, lr: float | None = None, top_p: float = 1.0,
-             dtype: str = "bfloat16", code_block_stop: bool = False, tokens: int = 48):
+             dtype: str = "auto-bf16", code_block_stop: bool = False, tokens: int = 48):
     from evolve.policy import PolicySpec
 
     base = PolicySpec.from_toml(REPO / "policies" / "smollm2-135m-instruct.toml").model_dump()

@@ -114,6 +114,7 @@ def load_policy(spec: PolicySpec, checkpoint_dir: str | Path | None = None) -> P
         resolve_device,
         resolve_dtype_name,
         resolve_model_path,
+        warn_if_emulated_bf16,
     )
     from evolve.policy.nucleus import TRANSFORMERS
     from evolve.policy.updater import Updater
@@ -130,6 +131,7 @@ def load_policy(spec: PolicySpec, checkpoint_dir: str | Path | None = None) -> P
     # another machine continues as the run went straight through.
     recorded = _recorded(ckpt)
     dtype = recorded.get("dtype") or resolve_dtype_name(spec.dtype, device)
+    warn_if_emulated_bf16(dtype, device)
     tokenizer = load_tokenizer(str(ckpt) if ckpt else base)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.seed)  # LoRA adapter init is random: make it a function of the spec

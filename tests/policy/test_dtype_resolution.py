@@ -24,6 +24,31 @@ def test_cpu_bf16_detection_reads_the_flags(extra, want):
     assert cpu_has_bf16(FLAGS.format(extra=extra)) is want
 
 
+@pytest.mark.parametrize("cap, want", [("AVX2", False), ("avx512_core", False), ("AVX512_CORE_BF16", True),
+                                       ("AVX512_CORE_AMX", True), ("", True)])
+def test_a_onednn_isa_cap_below_bf16_means_no_bf16_kernels(monkeypatch, cap, want):
+    # ONEDNN_MAX_CPU_ISA is a real switch of torch's oneDNN: under a cap below its bf16 ISAs the kernels are gone
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+    assert cpu_has_bf16(FLAGS.format(extra="avx512_bf16")) is want
+    assert cpu_has_bf16(FLAGS.format(extra="")) is False
+
+
+def test_explicit_bf16_without_kernels_says_so_in_one_line(monkeypatch, capsys):
+    from evolve.policy.model_io import cpu_kind, warn_if_emulated_bf16
+
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    warn_if_emulated_bf16("bfloat16", "cpu")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "emulated" in err and "no bf16 kernels" in err
+    for dtype, device in (("float32", "cpu"), ("bfloat16", "cuda")):
+        warn_if_emulated_bf16(dtype, device)
+        assert capsys.readouterr().err == ""
+    assert "capped at AVX2, no bf16 kernels" in cpu_kind()
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
+    warn_if_emulated_bf16("bfloat16", "cpu")
+    assert (capsys.readouterr().err == "") is cpu_has_bf16()
+
+
 def test_auto_keeps_its_recorded_meaning_and_auto_bf16_follows_the_cpu():
     assert resolve_dtype_name("auto", "cpu") == "float32" and resolve_dtype_name("auto", "cuda") == "bfloat16"
     assert resolve_dtype_name("auto-bf16", "cuda") == "bfloat16"

@@ -42,7 +42,10 @@ def synced(request, tmp_path_factory, smollm2_spec):
 
 def test_generation_has_processed_logprobs_that_agree_with_hf(synced):
     _, _, res = synced
-    assert res["backend"] == "VllmBackend" and "bfloat16" in res["engine_dtype"], res
+    from evolve.policy.model_io import resolve_dtype_name
+
+    # bf16 where the CPU has bf16 kernels, float32 where it has not (emulated bf16 timed out there)
+    assert res["backend"] == "VllmBackend" and resolve_dtype_name("auto-bf16", "cpu") in res["engine_dtype"], res
     assert res["lengths_match"], res
     assert within_tolerance(res["initial"]), (res["initial"], MEAN_TOL, P99_TOL)
 

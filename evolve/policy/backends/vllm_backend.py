@@ -46,6 +46,7 @@ from evolve.errors import EvolveError
 from evolve.policy.backends.weights import merged_named_params
 from evolve.policy.chat import encode_prompt, eos_ids
 from evolve.policy.code_block import code_block_end
+from evolve.policy.model_io import resolve_device, resolve_dtype_name
 from evolve.policy.sample import Sample
 from evolve.policy.spec import PolicySpec
 
@@ -72,10 +73,14 @@ def single_process_dist_env() -> None:
 
 
 def engine_dtype(spec: PolicySpec, model) -> str:
-    """vLLM samples in the training model's dtype (so both sides round alike)."""
+    """vLLM samples in the training model's dtype (so both sides round alike). With no model: 'auto' and
+    'auto-bf16' mean bf16 on CUDA and on a CPU with bf16 kernels, else float32 (vLLM's CPU build runs both;
+    emulated bf16 on an AVX2-only CPU ran its sync check past 800 s)."""
     if model is not None:
         return str(next(model.parameters()).dtype).removeprefix("torch.")
-    return "bfloat16" if spec.dtype in ("auto", "auto-bf16") else spec.dtype
+    if spec.dtype in ("auto", "auto-bf16"):
+        return resolve_dtype_name("auto-bf16", resolve_device(spec.device))
+    return spec.dtype
 
 
 def engine_kwargs(spec: PolicySpec, model_path: str, dtype: str, on_cpu: bool) -> dict:

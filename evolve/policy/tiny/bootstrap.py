@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from evolve.policy.tiny.config import BootstrapConfig
+from evolve.policy.tiny.shipped import install_shipped
 from evolve.util.atomic import atomic_write_text
 from evolve.util.repro import code_version, package_versions
 
@@ -54,7 +55,8 @@ def _lock(path: Path):
 
 def ensure_tiny_model(cfg: BootstrapConfig | None = None, runs_dir: str | Path | None = None,
                       progress: bool = True, force: bool = False) -> Path:
-    """The model folder for ``cfg`` (default preset): built if missing (or ``force``), else cached."""
+    """The model folder for ``cfg`` (default preset): cached, else installed from its shipped copy
+    (``shipped.py``), else built; ``force`` builds from scratch."""
     cfg = cfg or BootstrapConfig.preset("default")
     out = model_dir(cfg, runs_dir)
     if is_complete(out) and not force:
@@ -62,6 +64,8 @@ def ensure_tiny_model(cfg: BootstrapConfig | None = None, runs_dir: str | Path |
     with _lock(out.parent / f".{out.name}.lock"):
         if is_complete(out) and not force:
             return out  # another process built it while we waited
+        if not force and install_shipped(cfg, out):
+            return out  # the preset's model as shipped, hash-checked: every machine runs the same weights
         partial = out.parent / f".{out.name}.partial"
         if force:
             shutil.rmtree(partial, ignore_errors=True)
