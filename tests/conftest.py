@@ -27,6 +27,18 @@ def tiny_model_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def default_tiny_model() -> Path:
+    """The default-preset tiny-coder model as shipped (the same file on every machine), installed under
+    <repo>/runs/models where `policies/tiny-coder.toml` finds it. Never trained here: that takes ~9 minutes."""
+    from evolve.policy.tiny import BootstrapConfig, ensure_tiny_model
+    from evolve.policy.tiny.shipped import shipped_dir
+
+    cfg = BootstrapConfig.preset("default")
+    assert shipped_dir(cfg) is not None, "the default tiny-coder model is not shipped: scripts/ship_tiny_models.py"
+    return ensure_tiny_model(cfg, runs_dir=REPO / "runs", progress=False)
+
+
+@pytest.fixture(scope="session")
 def gym_tasks():
     """A small deterministic list of tiny-coder tasks: 8 held-out, then 8 train."""
     from evolve.gym import load_gym

@@ -34,15 +34,7 @@ def test_unknown_tier_is_a_config_error():
         load_tier("brutal", load_gym("heldout"))
 
 
-def _default_model_built() -> bool:
-    from evolve.policy.tiny import BootstrapConfig
-    from evolve.policy.tiny.bootstrap import model_dir
-
-    return (model_dir(BootstrapConfig.preset("default"), REPO / "runs") / "bootstrap.json").exists()
-
-
-@pytest.mark.skipif(not _default_model_built(), reason="the default tiny-coder model is not built here")
-def test_default_model_fails_whole_groups_on_the_hard_half():
+def test_default_model_fails_whole_groups_on_the_hard_half(default_tiny_model):
     from evolve.policy import PolicySpec, load_policy
     from evolve.policy.evaluate import evaluate_pass_at_k
     from evolve.verification import Verifier

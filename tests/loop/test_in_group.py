@@ -163,18 +163,7 @@ def test_random_reward_differs_between_prompts_and_is_stable():
     assert a != b and 0.4 < sum(a) / 200 < 0.6 and 0.4 < sum(b) / 200 < 0.6
 
 
-def _default_model_built() -> bool:
-    from evolve.policy.tiny import BootstrapConfig
-    from evolve.policy.tiny.bootstrap import model_dir
-
-    try:
-        return (model_dir(BootstrapConfig.preset("default"), REPO / "runs") / "bootstrap.json").exists()
-    except Exception:
-        return False
-
-
-@pytest.mark.skipif(not _default_model_built(), reason="the default tiny-coder model is not built here")
-def test_distractor_line_is_not_promoted_in_the_real_loop(tmp_path):
+def test_distractor_line_is_not_promoted_in_the_real_loop(tmp_path, default_tiny_model):
     """The default model on the hard tier, prompt lever only, a challenger adding a line the teacher
     ignores; the pool holds only it (cap 1), so nothing else competes. Promotion would be a false
     positive (rate <= alpha = 0.05 by the rule; the synthetic test measures the rate)."""

@@ -17,20 +17,10 @@ from grpo_session import grpo_session
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _default_model() -> Path | None:
-    if os.environ.get("EVOLVE_TEST_POLICY_MODEL"):
-        return Path(os.environ["EVOLVE_TEST_POLICY_MODEL"])
-    from evolve.policy.tiny import BootstrapConfig, is_complete, model_dir
-
-    d = model_dir(BootstrapConfig.preset("default"), REPO / "runs")
-    return d if is_complete(d) else None
-
-
 @pytest.mark.slow
-def test_short_grpo_session_raises_heldout_pass1():
-    model = _default_model()
-    if model is None:
-        pytest.skip("the default tiny-coder model is not built (run `evolve bootstrap`)")
+def test_short_grpo_session_raises_heldout_pass1(default_tiny_model):
+    env = os.environ.get("EVOLVE_TEST_POLICY_MODEL")
+    model = Path(env) if env else default_tiny_model
     from evolve.gym import load_gym
     from evolve.policy import PolicySpec, load_policy
     from evolve.prompt.seed import load_seed_prompt
