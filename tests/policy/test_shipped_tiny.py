@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,8 @@ from evolve.errors import EvolveError
 from evolve.policy.tiny import PRESETS, BootstrapConfig, ensure_tiny_model, is_complete, model_dir
 from evolve.policy.tiny.bootstrap import weights_sha256
 from evolve.policy.tiny.shipped import INDEX, ROOT, install_shipped, shipped_dir
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
@@ -59,3 +62,11 @@ def test_a_corrupt_shipped_file_is_refused_by_name_and_nothing_is_installed(tmp_
 def test_a_config_that_is_not_shipped_is_not_installed(tmp_path):
     cfg = BootstrapConfig.from_dict({"preset": "ci", "steps": 7})
     assert shipped_dir(cfg) is None and install_shipped(cfg, tmp_path / "m") is False
+
+
+def test_the_shipped_default_model_is_the_one_the_committed_figures_describe():
+    # benchmarks/results/bootstrap.json (held-out pass@1, per-line effects) was measured on these weights.
+    shipped = json.loads((shipped_dir(BootstrapConfig.preset("default")) / "bootstrap.json").read_text())
+    measured = json.loads((REPO / "benchmarks" / "results" / "bootstrap.json").read_text())
+    assert shipped["weights_sha256"] == measured["results"]["weights_sha256"]
+    assert shipped["figures"]["pass@1"] == measured["results"]["figures"]["pass@1"]
