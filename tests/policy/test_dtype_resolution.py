@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from evolve.policy import PolicySpec, load_policy
-from evolve.policy.model_io import cpu_has_bf16, resolve_dtype_name
+from evolve.policy.model_io import resolve_dtype_name
 from evolve.policy.policy import POLICY_META
+from evolve.util.cpu import cpu_has_bf16
 
 REPO = Path(__file__).resolve().parents[2]
 FLAGS = "processor\t: 0\nflags\t\t: fpu vme sse2 avx2 {extra} avx512f\n"
@@ -34,7 +35,8 @@ def test_a_onednn_isa_cap_below_bf16_means_no_bf16_kernels(monkeypatch, cap, wan
 
 
 def test_explicit_bf16_without_kernels_says_so_in_one_line(monkeypatch, capsys):
-    from evolve.policy.model_io import cpu_kind, warn_if_emulated_bf16
+    from evolve.policy.model_io import warn_if_emulated_bf16
+    from evolve.util.cpu import cpu_kind
 
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     warn_if_emulated_bf16("bfloat16", "cpu")

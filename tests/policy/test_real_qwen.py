@@ -87,7 +87,7 @@ def _groups(tokenizer):
 def test_bf16_training_matches_float32_within_tolerance(spec):
     from bf16_numerics import bf16_against_float32
 
-    from evolve.policy.model_io import cpu_has_bf16, cpu_kind
+    from evolve.util.cpu import cpu_has_bf16, cpu_kind
 
     if not cpu_has_bf16():
         pytest.skip(f"no bf16 kernels on this CPU ({cpu_kind()}): the 0.5B's emulated bf16 backward takes over 15 "

@@ -26,7 +26,7 @@ FILES = ("bootstrap.json", "chat_template.jinja", "config.json", "generation_con
          "tokenizer.json", "tokenizer_config.json")
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -48,7 +48,7 @@ def install_shipped(cfg: BootstrapConfig, dest: Path, root: Path = ROOT) -> bool
         return False
     index = json.loads((src / INDEX).read_text())
     for name, want in index["sha256"].items():
-        if not (src / name).is_file() or _sha256(src / name) != want:
+        if not (src / name).is_file() or file_sha256(src / name) != want:
             raise EvolveError(f"shipped model {src.name}: {name} does not match its sha256 in {INDEX} "
                               "(rebuild it with `evolve bootstrap --force`)")
     partial = dest.parent / f".{dest.name}.shipped-{os.getpid()}"
@@ -59,24 +59,3 @@ def install_shipped(cfg: BootstrapConfig, dest: Path, root: Path = ROOT) -> bool
     shutil.rmtree(dest, ignore_errors=True)  # an incomplete folder (the caller holds the build lock)
     os.replace(partial, dest)
     return True
-
-
-def ship(preset: str, runs_dir: Path, root: Path = ROOT) -> Path:
-    """Copy ``preset``'s model as built under ``runs_dir`` (built from scratch there first if it is not) with
-    its sha256 index under ``root``."""
-    from evolve.policy.model_io import cpu_kind
-    from evolve.policy.tiny.bootstrap import build, is_complete, model_dir
-
-    cfg = BootstrapConfig.preset(preset)
-    built = model_dir(cfg, runs_dir)
-    if not is_complete(built):
-        build(cfg, built, progress=True)
-    out = root / cfg.build_hash()
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    for name in FILES:
-        shutil.copyfile(built / name, out / name)
-    index = {"preset": preset, "config_hash": cfg.build_hash(), "built_on": cpu_kind(),
-             "sha256": {name: _sha256(out / name) for name in FILES}}
-    (out / INDEX).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
-    return out
