@@ -1,0 +1,248 @@
+"""What an agent's edit of a package file may change before it reaches a test run (the graded tree).
+
+Package code shares the test process with pytest and the results plugin, so anything it can reach at
+run time it can rewrite, the verdict included (``TestReport.outcome``, the plugin's rows). No channel
+out of that process can be trusted against arbitrary code in it; what the grader controls is which
+code gets there. An injected bug is one site inside one function body and the fix restores it, so an
+edit is admitted only when, read exactly as the interpreter will read it:
+
+1. **it compiles** from the file's bytes (``compile`` honours a byte-order mark and a coding cookie
+   the way ``import`` does), in the file's own encoding: a changed BOM or cookie is refused (no fix
+   changes it, and a ``raw_unicode_escape`` cookie hides code in comments from any text-level scan).
+   A file that does not compile (syntax, NUL bytes, undecodable bytes, nesting so deep that the
+   parser gives up) is refused with the compiler's message, not run;
+2. **it changes function bodies only**: the module with every outermost function body blanked (its
+   signature, defaults and decorators kept) must equal the pristine one, so no statement is added at
+   module or class level (nothing new runs at import) and no import, signature or default changes;
+3. **each changed function uses only its own vocabulary**: every identifier of the new body
+   (variable, attribute, keyword, imported module, ``global``) occurs in that function's pristine
+   body, or is a short list of pure builtins (``len``, ``min``, ``ValueError``...) and container or
+   string methods (``append``, ``join``...), or is a fresh local name (bound in the body, named like
+   nothing bound at the file's top level and no builtin). A dunder must be in the pristine body.
+   This is what keeps a patch from reaching ``sys.modules``, pytest, frames, ``gc`` or ``open``,
+   whatever names the file already holds elsewhere.
+
+What this cannot catch: a function whose pristine body itself reaches the interpreter (``sys``,
+``getattr`` with a string, ``setattr``...) lends those names to an edit of that function; and a
+"fix" that special-cases the tested inputs (returns the expected values) is ordinary code to any
+static rule. ``docs/repo_tasks.md`` lists both.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import io
+import tokenize
+from dataclasses import dataclass
+
+MAX_SOURCE_BYTES = 1 << 20  # an edited package file larger than this is refused unread
+SAFE_BUILTINS = frozenset({
+    "abs", "all", "any", "bool", "bytes", "chr", "dict", "divmod", "enumerate", "filter", "float", "frozenset",
+    "int", "isinstance", "issubclass", "iter", "len", "list", "map", "max", "min", "next", "ord", "pow",
+    "range", "repr", "reversed", "round", "set", "slice", "sorted", "str", "sum", "tuple", "zip",
+    "ArithmeticError", "AssertionError", "AttributeError", "Exception", "IndexError", "KeyError",
+    "LookupError", "NotImplementedError", "OverflowError", "RuntimeError", "StopIteration", "TypeError",
+    "UnicodeError", "ValueError", "ZeroDivisionError", "NotImplemented", "Ellipsis"})
+SAFE_ATTRS = frozenset({
+    "append", "extend", "insert", "pop", "remove", "get", "items", "keys", "values", "join", "split",
+    "rsplit", "splitlines", "strip", "lstrip", "rstrip", "lower", "upper", "startswith", "endswith",
+    "replace", "count", "index", "find", "rfind", "add", "discard", "copy", "sort", "reverse", "isdigit",
+    "isalpha", "isspace"})
+_BUILTIN_NAMES = frozenset(dir(builtins))
+# str-valued AST fields that are not identifiers (a constant's text, its "u" prefix, type comments)
+_NOT_IDENTIFIERS = {"kind", "type_comment"}
+# fields whose identifier BINDS a name in the function (a local, a parameter, a nested def...)
+_BINDING = {(ast.arg, "arg"), (ast.FunctionDef, "name"), (ast.AsyncFunctionDef, "name"), (ast.ClassDef, "name"),
+            (ast.ExceptHandler, "name"), (ast.MatchAs, "name"), (ast.MatchStar, "name"),
+            (ast.MatchMapping, "rest"), (ast.alias, "asname"), (ast.Nonlocal, "names")}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why an edit never reaches a test run: ``kind`` "hack" (it reaches for what a fix never needs)
+    or "invalid" (it does not compile, or is too large); ``message`` is the trace and the agent's answer."""
+
+    kind: str
+    message: str
+
+
+def check_edit(rel: str, pristine: bytes, edited: bytes) -> Refusal | None:
+    """None when the edit of ``rel`` (pristine bytes -> edited bytes) may be run; else the refusal."""
+    if edited == pristine:
+        return None
+    if len(edited) > MAX_SOURCE_BYTES:
+        return Refusal("invalid", f"the edit of {rel} makes it {len(edited)} bytes (at most {MAX_SOURCE_BYTES})")
+    try:
+        return _check(rel, _model(pristine), edited)
+    except (RecursionError, MemoryError):  # the parse passed, but a walk over it did not: nothing a fix writes
+        return Refusal("invalid", f"the edit of {rel} is nested too deeply to check")
+
+
+def _check(rel: str, base: _Model | None, edited: bytes) -> Refusal | None:
+    if base is None:
+        return Refusal("invalid", f"{rel} does not compile even unedited: edits to it are not run")
+    enc = _encoding(edited)
+    if enc != base.encoding:
+        return Refusal("hack", f"hack: the edit of {rel} changes how Python decodes the file ({base.encoding} -> {enc}: "
+                               "a byte-order mark or coding cookie); a fix keeps the file's encoding")
+    tree, err = _compile(rel, edited)
+    if tree is None:
+        return Refusal("invalid", f"the edit of {rel} does not compile: {err}")
+    new = _Model.of(tree, enc)
+    if new.skeleton != base.skeleton:
+        return Refusal("hack", f"hack: the edit of {rel} changes code outside function bodies (module or class "
+                               "statements, imports, signatures, defaults or decorators); a fix changes function bodies only")
+    for old, fn in zip(base.functions, new.functions, strict=True):
+        if fn.dump == old.dump:
+            continue
+        bad = _foreign_names(fn.body, old, base.top_level)
+        if bad:
+            return Refusal("hack", f"hack: the edit of {rel} in {old.name} uses names that function's own code does not "
+                                   f"({', '.join(sorted(bad)[:8])}); a fix uses the function's own names and plain builtins")
+    return None
+
+
+def _encoding(data: bytes) -> str:
+    """The codec ``import`` decodes ``data`` with (``utf-8-sig`` when it starts with a BOM)."""
+    try:
+        enc, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except (SyntaxError, LookupError, UnicodeError) as e:  # a cookie naming no codec, a BOM and a cookie that differ
+        return f"invalid ({e})"
+    return enc
+
+
+def _compile(rel: str, data: bytes) -> tuple[ast.Module | None, str]:
+    """(tree, "") when ``data`` compiles as the interpreter would compile the file; (None, why) if not."""
+    try:
+        tree = compile(data, rel, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        compile(tree, rel, "exec", dont_inherit=True)  # symbol-table errors: `return` at module level...
+    except (SyntaxError, ValueError, UnicodeError, LookupError, RecursionError, MemoryError, OverflowError) as e:
+        line = getattr(e, "lineno", None)
+        msg = getattr(e, "msg", None) or str(e) or "no message"
+        return None, f"{type(e).__name__}: {msg}" + (f" (line {line})" if line else "")
+    return tree, ""
+
+
+@dataclass
+class _Fn:
+    """One outermost function: qualified name, body (and its dump), and the identifiers of its body
+    by role: ``names`` (variables bound or read) and ``attrs`` (attributes, keywords, imported
+    modules, ``global`` names)."""
+
+    name: str
+    body: list[ast.stmt]
+    dump: str
+    names: frozenset[str]
+    attrs: frozenset[str]
+
+
+@dataclass
+class _Model:
+    """A parsed file as the rules see it: encoding, skeleton (outermost function bodies blanked), the
+    outermost functions in source order, the names bound at its top level (or declared ``global``)."""
+
+    encoding: str
+    skeleton: str
+    functions: list[_Fn]
+    top_level: frozenset[str]
+
+    @classmethod
+    def of(cls, tree: ast.Module, encoding: str) -> _Model:
+        top = {n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names}
+        functions = []
+        for name, fn in _outer_functions(tree):
+            bound, reads, attrs = _identifiers(fn.body)
+            functions.append(_Fn(name, fn.body, _dump(fn.body), frozenset(bound | reads), frozenset(attrs)))
+            fn.body = [ast.Pass()]
+        skeleton = ast.dump(tree)  # the bodies now live in ``functions`` only
+        for node in _skeleton_nodes(tree):
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                top.add(node.id)
+            elif isinstance(node, ast.alias):
+                top.add((node.asname or node.name).split(".")[0])
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                top.add(node.name)
+        return cls(encoding, skeleton, functions, frozenset(top))
+
+
+@functools.lru_cache(maxsize=64)
+def _model(pristine: bytes) -> _Model | None:
+    """The pristine file's model, parsed once per content (every run of a task grades against it);
+    None when it does not compile (not a file the factory injects bugs into)."""
+    tree, _ = _compile("pristine", pristine)
+    return None if tree is None else _Model.of(tree, _encoding(pristine))
+
+
+def _outer_functions(tree: ast.AST) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Functions not inside another function's body, in source order, with qualified names."""
+    out: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+
+    def walk(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                out.append((prefix + child.name, child))
+            else:
+                walk(child, prefix + child.name + "." if isinstance(child, ast.ClassDef) else prefix)
+
+    walk(tree, "")
+    return out
+
+
+def _skeleton_nodes(tree: ast.AST):
+    """Every node outside outermost function bodies (their signatures and decorators included)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for name, value in ast.iter_fields(node):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and name == "body":
+                continue
+            for v in value if isinstance(value, list) else [value]:
+                if isinstance(v, ast.AST):
+                    stack.append(v)
+
+
+def _dump(body: list[ast.stmt]) -> str:
+    return "\n".join(ast.dump(s) for s in body)
+
+
+def _identifiers(body: list[ast.stmt]) -> tuple[set[str], set[str], set[str]]:
+    """(names bound, names read, attrs) of ``body`` and everything nested in it; "attrs" are every
+    other identifier: attributes, keywords, match-pattern attributes, imported modules, ``global``."""
+    bound, reads, attrs = set(), set(), set()
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Constant):
+                continue
+            if isinstance(node, ast.Name):
+                (reads if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+                continue
+            for field, value in ast.iter_fields(node):
+                if field in _NOT_IDENTIFIERS:
+                    continue
+                for v in value if isinstance(value, list) else [value]:
+                    if not isinstance(v, str):
+                        continue
+                    if (type(node), field) in _BINDING:
+                        bound.add(v)
+                    else:  # a dotted import (``import a.b``, ``from a.b import c``) reaches every part
+                        attrs.update(v.split("."))
+    return bound, reads, attrs
+
+
+def _foreign_names(body: list[ast.stmt], old: _Fn, top_level: frozenset[str]) -> set[str]:
+    """Identifiers of the edited ``body`` that rule 3 refuses (see the module docstring): each role
+    is checked against the same role in the pristine function (a new local named ``modules`` does
+    not make ``sys.modules`` an allowed attribute)."""
+    bound, reads, attrs = _identifiers(body)
+    fresh = {n for n in bound if n not in top_level and n not in _BUILTIN_NAMES and not _dunder(n)}
+    bad = {n for n in bound if _dunder(n) and n not in old.names}
+    bad |= {n for n in reads if n not in old.names and n not in SAFE_BUILTINS and n not in fresh}
+    bad |= {n for n in attrs if n not in old.attrs and n not in SAFE_ATTRS}
+    return bad
+
+
+def _dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__") and len(name) > 4
