@@ -46,6 +46,11 @@ def _spec(task: Task) -> PackageSpec:
                        tests=[], python_path=m["python_path"])
 
 
+def _bug(task: Task) -> tuple[str, bytes]:
+    """The task's injected file as the working copy holds it (``workspace`` writes it as UTF-8)."""
+    return task.meta["file"], task.meta["buggy_source"].encode("utf-8")
+
+
 @dataclass
 class RepoFixEnv:
     tasks_path: Path
@@ -131,7 +136,7 @@ class RepoFixEnv:
             raise ToolError("test: tests must be a list of test ids or files (usage: " + TOOLS["test"] + ")")
         if any(t.startswith("-") or t.startswith("/") or ".." in t for t in tests):
             raise ToolError("test: give test ids or files relative to the root, no options")
-        res = run_tests(self.pristine(task), root, tests[:50], sandbox_paths(_spec(task)))
+        res = run_tests(self.pristine(task), root, tests[:50], sandbox_paths(_spec(task)), bug=_bug(task))
         return summarize(res), sum(res.passed(n) for n in f2p) / len(f2p)
 
 
@@ -176,7 +181,7 @@ class RepoVerifier:
 
     def grade(self, task: Task, root: Path | None) -> VerifyResult:
         f2p, p2p = task.meta["fail_to_pass"], task.meta["pass_to_pass"]
-        res = run_tests(self.env.pristine(task), root, f2p + p2p, sandbox_paths(_spec(task)))
+        res = run_tests(self.env.pristine(task), root, f2p + p2p, sandbox_paths(_spec(task)), bug=_bug(task))
         f_ok = [n for n in f2p if res.passed(n)]
         p_ok = [n for n in p2p if res.passed(n)]
         resolved = len(f_ok) == len(f2p) and len(p_ok) == len(p2p)

@@ -50,6 +50,24 @@ SAFE_ATTRS = frozenset({
     "rsplit", "splitlines", "strip", "lstrip", "rstrip", "lower", "upper", "startswith", "endswith",
     "replace", "count", "index", "find", "rfind", "add", "discard", "copy", "sort", "reverse", "isdigit",
     "isalpha", "isspace"})
+# Names through which a function's OWN code reaches past its data: modules and the interpreter,
+# frames, attribute access by a string, class creation (``type(name, bases, {"__eq__": ...})``). A
+# function whose pristine body uses one would lend it to any edit of that body, so such a function
+# is run edited only when it is back to its pristine (or the task's buggy) code exactly.
+REACH = frozenset({
+    "os", "sys", "_exit", "exit", "quit", "abort", "kill", "pytest", "_pytest", "pluggy", "modules", "gc", "inspect",
+    "importlib", "builtins", "settrace", "setprofile", "environ", "getenv", "ctypes", "subprocess", "signal",
+    "atexit", "exec", "eval", "compile", "open", "globals", "locals", "vars", "_getframe", "f_back", "f_globals",
+    "f_locals", "f_builtins", "f_code", "tb_frame", "gi_frame", "cr_frame", "ag_frame", "exc_info", "faulthandler",
+    "threading", "multiprocessing", "socket", "shutil", "pathlib", "io", "getattr", "setattr", "delattr",
+    "breakpoint", "input", "memoryview", "type", "object", "classmethod", "staticmethod", "property"})
+# Dunders that name ordinary protocol methods and metadata: reading one reaches nothing new. Every
+# other dunder (``__class__``, ``__dict__``, ``__globals__``, ``__subclasses__``...) counts as REACH.
+PLAIN_DUNDERS = frozenset({
+    "__name__", "__qualname__", "__doc__", "__init__", "__len__", "__iter__", "__next__", "__contains__",
+    "__getitem__", "__setitem__", "__delitem__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+    "__hash__", "__repr__", "__str__", "__bool__", "__enter__", "__exit__", "__add__", "__sub__", "__mul__",
+    "__truediv__", "__floordiv__", "__mod__", "__neg__", "__abs__", "__missing__", "__copy__", "__deepcopy__"})
 _BUILTIN_NAMES = frozenset(dir(builtins))
 # str-valued AST fields that are not identifiers (a constant's text, its "u" prefix, type comments)
 _NOT_IDENTIFIERS = {"kind", "type_comment"}
@@ -68,19 +86,20 @@ class Refusal:
     message: str
 
 
-def check_edit(rel: str, pristine: bytes, edited: bytes) -> Refusal | None:
-    """None when the edit of ``rel`` (pristine bytes -> edited bytes) may be run; else the refusal."""
-    if edited == pristine:
+def check_edit(rel: str, pristine: bytes, edited: bytes, buggy: bytes | None = None) -> Refusal | None:
+    """None when the edit of ``rel`` (pristine bytes -> edited bytes) may be run; else the refusal.
+    ``buggy``: the task's injected version of this file (its functions are admitted as they are)."""
+    if edited in (pristine, buggy):
         return None
     if len(edited) > MAX_SOURCE_BYTES:
         return Refusal("invalid", f"the edit of {rel} makes it {len(edited)} bytes (at most {MAX_SOURCE_BYTES})")
     try:
-        return _check(rel, _model(pristine), edited)
+        return _check(rel, _model(pristine), edited, None if buggy is None else _model(buggy))
     except (RecursionError, MemoryError):  # the parse passed, but a walk over it did not: nothing a fix writes
         return Refusal("invalid", f"the edit of {rel} is nested too deeply to check")
 
 
-def _check(rel: str, base: _Model | None, edited: bytes) -> Refusal | None:
+def _check(rel: str, base: _Model | None, edited: bytes, bug: _Model | None) -> Refusal | None:
     if base is None:
         return Refusal("invalid", f"{rel} does not compile even unedited: edits to it are not run")
     enc = _encoding(edited)
@@ -94,9 +113,13 @@ def _check(rel: str, base: _Model | None, edited: bytes) -> Refusal | None:
     if new.skeleton != base.skeleton:
         return Refusal("hack", f"hack: the edit of {rel} changes code outside function bodies (module or class "
                                "statements, imports, signatures, defaults or decorators); a fix changes function bodies only")
-    for old, fn in zip(base.functions, new.functions, strict=True):
-        if fn.dump == old.dump:
+    injected = bug.functions if bug is not None and bug.skeleton == base.skeleton else base.functions
+    for old, fn, buggy in zip(base.functions, new.functions, injected, strict=True):
+        if fn.dump in (old.dump, buggy.dump):
             continue
+        if old.reach:
+            return Refusal("hack", f"hack: the edit of {rel} changes {old.name}, whose own code reaches past its data "
+                                   f"({', '.join(sorted(old.reach)[:4])}); such a function is run only as it was")
         bad = _foreign_names(fn.body, old, base.top_level)
         if bad:
             return Refusal("hack", f"hack: the edit of {rel} in {old.name} uses names that function's own code does not "
@@ -136,6 +159,12 @@ class _Fn:
     dump: str
     names: frozenset[str]
     attrs: frozenset[str]
+
+    @property
+    def reach(self) -> set[str]:
+        """The body's own REACH names and non-plain dunders (empty: an edit may use its vocabulary)."""
+        ids = self.names | self.attrs
+        return {n for n in ids if n in REACH or (_dunder(n) and n not in PLAIN_DUNDERS)}
 
 
 @dataclass

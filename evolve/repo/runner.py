@@ -92,8 +92,9 @@ def is_test_path(rel: str) -> bool:
             or any(p in ("tests", "test", "testing") for p in parts[:-1]))
 
 
-def graded_tree(pristine: Path, work: Path | None, dest: Path) -> Refusal | None:
-    """Build the tree test runs see at ``dest``; returns why an edit was refused, or None."""
+def graded_tree(pristine: Path, work: Path | None, dest: Path, bug: tuple[str, bytes] | None = None) -> Refusal | None:
+    """Build the tree test runs see at ``dest``; returns why an edit was refused, or None. ``bug``: the
+    task's injected file (path, bytes), whose functions are admitted as they are."""
     shutil.copytree(pristine, dest, symlinks=False)
     if work is None:
         return None
@@ -106,7 +107,7 @@ def graded_tree(pristine: Path, work: Path | None, dest: Path) -> Refusal | None
             data = path.read_bytes()
         except OSError:
             continue
-        refusal = check_edit(rel, orig.read_bytes(), data)
+        refusal = check_edit(rel, orig.read_bytes(), data, bug[1] if bug and bug[0] == rel else None)
         if refusal is not None:
             return refusal
         (dest / rel).write_bytes(data)  # the very bytes the check compiled
@@ -172,13 +173,14 @@ def pytest_argv(selection: list[str]) -> list[str]:
 
 
 def run_tests(pristine: Path, work: Path | None, selection: list[str], python_path: list[str],
-              timeout_s: float = TIMEOUT_S) -> RunResult:
-    """Run ``selection`` (node ids or files) on the graded tree of ``work`` (None: pristine)."""
+              timeout_s: float = TIMEOUT_S, bug: tuple[str, bytes] | None = None) -> RunResult:
+    """Run ``selection`` (node ids or files) on the graded tree of ``work`` (None: pristine); ``bug``:
+    the task's injected file (path, bytes), see ``graded_tree``."""
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="evolve-repo-run-") as tmp:
         root = Path(tmp)
         tree, runner, out = root / "repo", root / "runner", root / "out"
-        refusal = graded_tree(pristine, work, tree)
+        refusal = graded_tree(pristine, work, tree, bug)
         if refusal is not None:
             return RunResult(output=refusal.message, hack=refusal.message if refusal.kind == "hack" else None,
                              invalid=refusal.message if refusal.kind != "hack" else None, seconds=time.monotonic() - t0)

@@ -60,7 +60,7 @@ ADMITTED = {
                                "    return min(max(x, lo), hi)"),
     "fresh-locals-and-builtins": _edit("    return x\n", "    out = sorted([lo, x, hi])\n    return out[1] if x > lo else lo\n"),
     "comments-and-docstring": _edit('    """x limited to [lo, hi]."""', '    """Clamped."""  # note'),
-    "function-own-names": _edit("return name in sys.modules", "found = sys.modules.get(name)\n    return found is not None"),
+    "reach-function-as-it-was": _edit("return name in sys.modules", "return name in sys.modules  # same code"),
     "method-body": _edit("return self.size * n",
                          "total = 0\n        for _ in range(n):\n            total += self.size\n        return total"),
     "a-same-codec-cookie": "# -*- coding: utf-8 -*-\n" + PRISTINE,
@@ -81,8 +81,11 @@ REFUSED = {
                      "outside function bodies"),
     # inside a function: names of the file but not of the function
     "module-name-in-function": (_edit("    return x\n", "    sys.modules['" + PATCH + "\n    return x\n"), "uses names"),
+    # a function whose own code reaches the interpreter: run only as it was
     "borrowed-module-new-attrs": (_edit("return name in sys.modules",
-                                        "sys.modules['" + PATCH + "\n    return name in sys.modules"), "uses names"),
+                                        "sys.modules['" + PATCH + "\n    return name in sys.modules"), "reaches past"),
+    "reach-function-own-names": (_edit("return name in sys.modules", "found = sys.modules.get(name)\n"
+                                       "    return found is not None"), "reaches past"),
     "local-named-like-an-attr": (_edit("    return x\n", "    outcome = 1\n    return x.outcome if outcome else x\n"),
                                  "uses names"),
     "class-body-reads-a-global": (_edit("    return x\n", "    class C:\n        y = sys\n        sys = 1\n    return x\n"),
@@ -132,3 +135,15 @@ def test_every_injected_bug_of_the_vendored_package_is_admitted():
     assert len(bugs) >= 10
     for bug in bugs:
         assert check_edit("minicalc/__init__.py", src.encode(), bug.source.encode()) is None, (bug.function, bug.operator)
+
+
+def test_a_function_that_reaches_runs_as_it_was_or_as_the_bug_left_it():
+    """``loaded`` uses ``sys``: its injected version and its pristine one run; any other body does not."""
+    buggy = _edit("return name in sys.modules", "return name not in sys.modules").encode()
+    other = _edit("return name in sys.modules", "return not (name not in sys.modules)").encode()
+    both = _edit("    return x\n", "    return min(x, hi)\n", buggy.decode()).encode()
+    pristine = PRISTINE.encode()
+    assert check_edit("pkg/__init__.py", pristine, buggy, buggy) is None
+    assert check_edit("pkg/__init__.py", pristine, both, buggy) is None  # the bug left, another function fixed
+    assert "reaches past" in check_edit("pkg/__init__.py", pristine, buggy).message  # not the task's bug
+    assert "reaches past" in check_edit("pkg/__init__.py", pristine, other, buggy).message

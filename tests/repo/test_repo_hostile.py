@@ -132,7 +132,7 @@ def _scoring_attack(task, name: str) -> tuple[list[str], str]:
         "names-in-file-in-function": lambda: (_edits(task, fn=fn, body="    sys.modules['_py' + 'test.reports']." + PATCH + "\n"),
                                               "uses names"),
         "names-of-a-function-that-has-them": lambda: (_edits(task, fn="loaded", body="    sys.modules['_py' + 'test.reports']."
-                                                             + PATCH + "\n"), "uses names"),
+                                                             + PATCH + "\n"), "reaches past"),
         "forge-rows-with-the-nonce": lambda: (_edits(task, head="\ufeff", tail="\n" + FORGE), "decodes"),
     }
     return attacks[name]()
