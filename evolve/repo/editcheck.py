@@ -20,12 +20,15 @@ edit is admitted only when, read exactly as the interpreter will read it:
    string methods (``append``, ``join``...), or is a fresh local name (bound in the body, named like
    nothing bound at the file's top level and no builtin). A dunder must be in the pristine body.
    This is what keeps a patch from reaching ``sys.modules``, pytest, frames, ``gc`` or ``open``,
-   whatever names the file already holds elsewhere.
+   whatever names the file already holds elsewhere;
+4. **a function that reaches past its data runs only as it was**: when the pristine body itself
+   uses a ``REACH`` name or a non-protocol dunder (``sys``, ``getattr``, ``type``, ``__class__``...),
+   rule 3 would lend those to the edit, so the body must equal the pristine one or the task's
+   injected one (its bug is fixed by restoring the code).
 
-What this cannot catch: a function whose pristine body itself reaches the interpreter (``sys``,
-``getattr`` with a string, ``setattr``...) lends those names to an edit of that function; and a
-"fix" that special-cases the tested inputs (returns the expected values) is ordinary code to any
-static rule. ``docs/repo_tasks.md`` lists both.
+What this cannot catch (``docs/repo_tasks.md`` has the list): a "fix" that special-cases the tested
+inputs is ordinary code to any static rule; an edited body may call helpers its function names with
+arguments of its choosing.
 """
 
 from __future__ import annotations
