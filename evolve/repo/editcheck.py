@@ -112,13 +112,13 @@ def _check(rel: str, base: _Model | None, edited: bytes, bug: _Model | None) -> 
     tree, err = _compile(rel, edited)
     if tree is None:
         return Refusal("invalid", f"the edit of {rel} does not compile: {err}")
-    new = _Model.of(tree, enc)
+    new = _Model.of(tree, enc, edited)
     if new.skeleton != base.skeleton:
         return Refusal("hack", f"hack: the edit of {rel} changes code outside function bodies (module or class "
                                "statements, imports, signatures, defaults or decorators); a fix changes function bodies only")
     injected = bug.functions if bug is not None and bug.skeleton == base.skeleton else base.functions
     for old, fn, buggy in zip(base.functions, new.functions, injected, strict=True):
-        if fn.dump in (old.dump, buggy.dump):
+        if fn.same(old, buggy):
             continue
         if old.reach:
             return Refusal("hack", f"hack: the edit of {rel} changes {old.name}, whose own code reaches past its data "
@@ -153,50 +153,75 @@ def _compile(rel: str, data: bytes) -> tuple[ast.Module | None, str]:
 
 @dataclass
 class _Fn:
-    """One outermost function: qualified name, body (and its dump), and the identifiers of its body
-    by role: ``names`` (variables bound or read) and ``attrs`` (attributes, keywords, imported
+    """One outermost function: qualified name, body, and the source lines its body spans (equal lines
+    mean an equal body, so most functions are never dumped or walked); the identifiers of its body by
+    role, on demand: ``names`` (variables bound or read), ``attrs`` (attributes, keywords, imported
     modules, ``global`` names)."""
 
     name: str
     body: list[ast.stmt]
-    dump: str
-    names: frozenset[str]
-    attrs: frozenset[str]
+    text: bytes
+
+    @functools.cached_property
+    def dump(self) -> str:
+        return "\n".join(ast.dump(s) for s in self.body)
+
+    @functools.cached_property
+    def _roles(self) -> tuple[frozenset[str], frozenset[str]]:
+        bound, reads, attrs = _identifiers(self.body)
+        return frozenset(bound | reads), frozenset(attrs)
+
+    @property
+    def names(self) -> frozenset[str]:
+        return self._roles[0]
+
+    @property
+    def attrs(self) -> frozenset[str]:
+        return self._roles[1]
 
     @property
     def reach(self) -> set[str]:
         """The body's own REACH names and non-plain dunders (empty: an edit may use its vocabulary)."""
-        ids = self.names | self.attrs
-        return {n for n in ids if n in REACH or (_dunder(n) and n not in PLAIN_DUNDERS)}
+        return {n for n in self.names | self.attrs if n in REACH or (_dunder(n) and n not in PLAIN_DUNDERS)}
+
+    def same(self, *others: _Fn) -> bool:
+        return any(self.text == o.text for o in others) or any(self.dump == o.dump for o in others)
 
 
 @dataclass
 class _Model:
     """A parsed file as the rules see it: encoding, skeleton (outermost function bodies blanked), the
-    outermost functions in source order, the names bound at its top level (or declared ``global``)."""
+    outermost functions in source order; ``top_level``: the names bound at its top level or declared
+    ``global`` anywhere (computed for the pristine file only)."""
 
     encoding: str
     skeleton: str
     functions: list[_Fn]
-    top_level: frozenset[str]
+    tree: ast.Module
 
     @classmethod
-    def of(cls, tree: ast.Module, encoding: str) -> _Model:
-        top = {n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names}
+    def of(cls, tree: ast.Module, encoding: str, data: bytes) -> _Model:
+        lines = data.splitlines(keepends=True)
         functions = []
         for name, fn in _outer_functions(tree):
-            bound, reads, attrs = _identifiers(fn.body)
-            functions.append(_Fn(name, fn.body, _dump(fn.body), frozenset(bound | reads), frozenset(attrs)))
+            functions.append(_Fn(name, fn.body, b"".join(lines[fn.body[0].lineno - 1:fn.end_lineno])))
             fn.body = [ast.Pass()]
-        skeleton = ast.dump(tree)  # the bodies now live in ``functions`` only
-        for node in _skeleton_nodes(tree):
-            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+        return cls(encoding, ast.dump(tree), functions, tree)  # the bodies now live in ``functions`` only
+
+    @functools.cached_property
+    def top_level(self) -> frozenset[str]:
+        top = {n for fn in self.functions for s in fn.body for node in ast.walk(s) if isinstance(node, ast.Global)
+               for n in node.names}
+        for node in _skeleton_nodes(self.tree):
+            if isinstance(node, ast.Global):
+                top.update(node.names)
+            elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
                 top.add(node.id)
             elif isinstance(node, ast.alias):
                 top.add((node.asname or node.name).split(".")[0])
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 top.add(node.name)
-        return cls(encoding, skeleton, functions, frozenset(top))
+        return frozenset(top)
 
 
 @functools.lru_cache(maxsize=64)
@@ -204,7 +229,7 @@ def _model(pristine: bytes) -> _Model | None:
     """The pristine file's model, parsed once per content (every run of a task grades against it);
     None when it does not compile (not a file the factory injects bugs into)."""
     tree, _ = _compile("pristine", pristine)
-    return None if tree is None else _Model.of(tree, _encoding(pristine))
+    return None if tree is None else _Model.of(tree, _encoding(pristine), pristine)
 
 
 def _outer_functions(tree: ast.AST) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
@@ -234,10 +259,6 @@ def _skeleton_nodes(tree: ast.AST):
             for v in value if isinstance(value, list) else [value]:
                 if isinstance(v, ast.AST):
                     stack.append(v)
-
-
-def _dump(body: list[ast.stmt]) -> str:
-    return "\n".join(ast.dump(s) for s in body)
 
 
 def _identifiers(body: list[ast.stmt]) -> tuple[set[str], set[str], set[str]]:
