@@ -5,8 +5,8 @@ The tasks: the vendored test package (tests/repo/data, built here with the real 
 2 tasks) unless ``--tasks-file`` names a built set. Per task and repetition, two transcripts are
 graded: the genuine fix (undo the injected diff: the edit check runs, then the sandboxed pytest
 run) and the empty one (the bug as built). Each side runs in its own worker process (``--worker``)
-with its own PYTHONPATH, rounds interleaved (current, baseline, current, ...) so both see the same
-load on this shared machine (the load average is recorded).
+with its own PYTHONPATH, rounds interleaved in alternating order (current then baseline, then
+baseline then current, ...) so both see the same load on this shared machine (load average recorded).
 
     git archive REV | tar -x -C /tmp/base      # the tree before
     PYTHONPATH=$PWD .venv/bin/python benchmarks/repo_grade_cost.py --baseline-tree /tmp/base \\
@@ -122,8 +122,8 @@ def main() -> None:
         sides["baseline"] = str(Path(args.baseline_tree).resolve())
     load0, t0 = os.getloadavg(), time.monotonic()
     got: dict[str, dict] = {k: {"fix_s": [], "empty_s": [], "verdicts": []} for k in sides}
-    for _ in range(args.rounds):
-        for label, path in sides.items():
+    for i in range(args.rounds):  # the order alternates: neither side always runs first in a round
+        for label, path in (list(sides.items()) if i % 2 == 0 else list(sides.items())[::-1]):
             for k, v in _run_worker(path, tasks_file, args.reps).items():
                 got[label][k] += v
     figures = {}
