@@ -40,10 +40,14 @@ def main() -> None:
                      "fix_trace": fix.trace[:200]})
     built = json.loads((Path(args.tasks_file).parent / "report.json").read_text())["packages"]
     ref = json.loads(Path(args.reference).read_text())["results"]["report"]["packages"]
-    keys = ("package", "kept", "tried", "baseline_passed")
+    keys = ("package", "kept", "tried")
     same = [{k: p[k] for k in keys} for p in built] == [{k: p[k] for k in keys} for p in ref]
+    # the pristine suite's passing count depends on the sandbox of the day (six's test_getoutput: fork denied)
+    base = {b["package"]: f"{r['baseline_passed']} -> {b['baseline_passed']}" for b, r in zip(built, ref, strict=False)
+            if b["baseline_passed"] != r["baseline_passed"]}
     figures = {"repo_tasks": len(rows), "repo_tasks_fix_resolved": sum(r["fix"] == 1.0 for r in rows),
-               "repo_tasks_empty_resolved": sum(r["empty"] == 1.0 for r in rows), "repo_build_same_as_reference": same}
+               "repo_tasks_empty_resolved": sum(r["empty"] == 1.0 for r in rows),
+               "repo_build_kept_tried_same_as_reference": same, "repo_build_baseline_passed_changed": base}
     machine = machine_facts(loadavg_start=[round(x, 2) for x in load0], wall_s=round(time.monotonic() - t0, 1),
                             cpu="AMD EPYC (avx512, avx512_bf16; no AMX)")
     write_results("repo_task_verdicts", args=vars(args), results={"tasks": rows, "build": built},
