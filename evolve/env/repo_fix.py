@@ -30,7 +30,7 @@ from evolve.errors import ConfigError, EvolveError
 from evolve.repo.factory import load_repo_tasks, sandbox_paths
 from evolve.repo.packages import PackageSpec
 from evolve.repo.runner import ISOLATION, RunResult, run_tests
-from evolve.repo.tools import TOOLS, ToolError, parse_call, replay_edits, run_tool
+from evolve.repo.tools import MAX_PATH, TOOLS, ToolError, parse_call, replay_edits, run_tool
 from evolve.verification.types import StageResult, Task, TestFailure, VerifyResult
 
 DEFAULT_TASKS = "runs/repo-tasks/tasks.jsonl"
@@ -123,6 +123,8 @@ class RepoFixEnv:
                     obs = run_tool(root, call)
             except ToolError as e:
                 obs = f"error: {e}"
+            except (OSError, UnicodeError, ValueError) as e:  # a check above missed a case: still an answer
+                obs = f"error: {type(e).__name__}: {str(e)[:200]}"
         done = s.turn >= self.max_turns
         return EnvReply(None if done else obs[:MAX_OBS], reward, done)
 
@@ -136,8 +138,18 @@ class RepoFixEnv:
             raise ToolError("test: tests must be a list of test ids or files (usage: " + TOOLS["test"] + ")")
         if any(t.startswith("-") or t.startswith("/") or ".." in t for t in tests):
             raise ToolError("test: give test ids or files relative to the root, no options")
+        if any(len(t) > MAX_PATH or "\x00" in t or not _encodable(t) for t in tests):  # the run's argv takes them
+            raise ToolError(f"test: a test id must be valid Unicode text without NUL, at most {MAX_PATH} characters")
         res = run_tests(self.pristine(task), root, tests[:50], sandbox_paths(_spec(task)), bug=_bug(task))
         return summarize(res), sum(res.passed(n) for n in f2p) / len(f2p)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def summarize(res: RunResult) -> str:

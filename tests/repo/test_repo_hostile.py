@@ -174,11 +174,14 @@ def _crash_attacks(task) -> dict[str, tuple[list[str], list[str | None], str]]:
         "deep-json-reply": (['{"tool": "edit", "path": "a.py", "search": "", "replace": ' + "[" * 20000],
                             ["no tool call"], f2p),
         "huge-reply": ([_c(tool="read", path=rel) + " " * 70000], ["longer than"], f2p),
+        "bad-test-ids": ([_c(tool="test", tests=["\ud800"]), _c(tool="test", tests=["a\x00b"]),
+                          _c(tool="test", tests=["t" * 5000])], ["error: test"] * 3, f2p),
     }
 
 
 @pytest.mark.parametrize("attack", ["long-path", "surrogate-in-path", "surrogate-in-text", "path-through-a-file",
-                                    "nul-in-text", "deep-unary", "deep-lambda", "deep-json-reply", "huge-reply"])
+                                    "nul-in-text", "deep-unary", "deep-lambda", "deep-json-reply", "huge-reply",
+                                    "bad-test-ids"])
 def test_a_reply_that_raised_is_answered_and_scored(env, attack):
     task = env.splits()["train"][0]
     replies, expect, why = _crash_attacks(task)[attack]
