@@ -14,6 +14,7 @@ as ``(a|aa)+$`` backtracks exponentially in ``re``, which cannot be interrupted)
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ MAX_PATH = 1024  # bytes of a path argument
 MAX_FILE = 1 << 20  # bytes of a file an edit may write (editcheck refuses larger package files too)
 MAX_PATTERN = 500  # characters of a search pattern
 SEARCH_S = 2.0  # seconds one search may spend matching
+MAX_REPEAT = 10_000  # product of a pattern's counted repetitions (compiling expands them: not time-limited)
 MAX_SCAN = 8 << 20  # bytes one search reads
 TOOLS = {
     "list": "list files: {\"tool\": \"list\", \"path\": \".\"}",
@@ -154,8 +156,10 @@ def do_search(root: Path, call: Call) -> str:
     if not pattern or len(pattern) > MAX_PATTERN:
         raise ToolError(f"search: the pattern must be 1 to {MAX_PATTERN} characters")
     try:
+        if _repeat_product(pattern) > MAX_REPEAT:
+            raise ValueError("counted repetitions too large to compile in bounded time")
         rx = regex.compile(pattern)
-    except (regex.error, ValueError, OverflowError, RecursionError):
+    except (regex.error, ValueError, OverflowError, RecursionError):  # searched for as plain text instead
         rx = regex.compile(regex.escape(pattern))
     base = inside(root, arg(call, "path", str, "."))
     hits, budget = [], MAX_SCAN
@@ -176,6 +180,21 @@ def do_search(root: Path, call: Call) -> str:
     if not hits:
         return f"no match for {pattern!r}"
     return "\n".join(hits[:MAX_HITS]) + (f"\n... and {len(hits) - MAX_HITS} more" if len(hits) > MAX_HITS else "")
+
+
+def _repeat_product(pattern: str) -> int:
+    """The product of every counted repetition's bound (``{m}``, ``{m,n}``, ``{m,}``) in ``pattern``.
+    ``regex`` expands counted repeats when it compiles, outside the time limit: ``(?:a{10000}){10000}``
+    did not compile within a minute, ``(?:a{100}){100}`` takes 12 ms."""
+    out = 1
+    for low, high in _COUNTED.findall(pattern):
+        out *= max(int(low or 0), int(high or 0), 1)
+        if out > MAX_REPEAT:
+            break
+    return out
+
+
+_COUNTED = re.compile(r"\{\s*(\d*)\s*(?:,\s*(\d*)\s*)?\}")
 
 
 def do_edit(root: Path, call: Call) -> str:

@@ -194,15 +194,17 @@ def test_a_reply_that_raised_is_answered_and_scored(env, attack):
 
 def test_a_catastrophic_search_pattern_is_stopped_and_the_batch_finishes(env):
     """``(a|aa)+$`` backtracks exponentially in ``re`` (``(a+)+$``, the issue's pattern, too: 0.63 s at 22
-    characters, half an hour at 34); the search tool stops it at its time limit."""
+    characters, half an hour at 34); the search tool stops it at its time limit. A pattern whose
+    counted repetitions would take ``regex`` minutes to compile is searched for as plain text."""
     task = env.splits()["train"][0]
     replies = [_c(tool="edit", path="stall.py", search="", replace="a" * 40 + "!\n"),
                _c(tool="search", pattern="(a+)+$", path="stall.py"),
-               _c(tool="search", pattern="(a|aa)+$", path="stall.py")]
+               _c(tool="search", pattern="(a|aa)+$", path="stall.py"),
+               _c(tool="search", pattern="(?:a{10000}){10000}", path="stall.py")]  # a compile-time bomb
     (fix, hostile, empty), secs = run_batch(env, task, replies)
     assert [fix.reward, hostile.reward, empty.reward] == [1.0, 0.0, 0.0]
     got = answers(hostile)
-    assert got[1].startswith("no match") and "took more than" in got[2], got
+    assert got[1].startswith("no match") and "took more than" in got[2] and got[3].startswith("no match"), got
     assert secs < 60, secs
 
 
