@@ -26,11 +26,11 @@ from pathlib import Path
 
 from evolve.env.base import EnvReply, EpisodeState, Verifying
 from evolve.env.render import render_messages
-from evolve.errors import ConfigError
+from evolve.errors import ConfigError, EvolveError
 from evolve.repo.factory import load_repo_tasks, sandbox_paths
 from evolve.repo.packages import PackageSpec
 from evolve.repo.runner import ISOLATION, RunResult, run_tests
-from evolve.repo.tools import READERS, TOOLS, ToolError, parse_call, replay_edits
+from evolve.repo.tools import MAX_PATH, TOOLS, ToolError, parse_call, replay_edits, run_tool
 from evolve.verification.types import StageResult, Task, TestFailure, VerifyResult
 
 DEFAULT_TASKS = "runs/repo-tasks/tasks.jsonl"
@@ -44,6 +44,11 @@ def _spec(task: Task) -> PackageSpec:
     m = task.meta
     return PackageSpec(name=m["package"], version=m["version"], sha256=m["sha256"], license="", source=[m["file"]],
                        tests=[], python_path=m["python_path"])
+
+
+def _bug(task: Task) -> tuple[str, bytes]:
+    """The task's injected file as the working copy holds it (``workspace`` writes it as UTF-8)."""
+    return task.meta["file"], task.meta["buggy_source"].encode("utf-8")
 
 
 @dataclass
@@ -115,11 +120,11 @@ class RepoFixEnv:
                 if call.tool == "test":
                     obs, reward = self._test(s.task, root, call.args.get("tests"))
                 else:
-                    obs = READERS[call.tool](root, call)
+                    obs = run_tool(root, call)
             except ToolError as e:
                 obs = f"error: {e}"
-            except (OSError, UnicodeError) as e:
-                obs = f"error: {type(e).__name__}: {e}"
+            except (OSError, UnicodeError, ValueError) as e:  # a check above missed a case: still an answer
+                obs = f"error: {type(e).__name__}: {str(e)[:200]}"
         done = s.turn >= self.max_turns
         return EnvReply(None if done else obs[:MAX_OBS], reward, done)
 
@@ -133,13 +138,23 @@ class RepoFixEnv:
             raise ToolError("test: tests must be a list of test ids or files (usage: " + TOOLS["test"] + ")")
         if any(t.startswith("-") or t.startswith("/") or ".." in t for t in tests):
             raise ToolError("test: give test ids or files relative to the root, no options")
-        res = run_tests(self.pristine(task), root, tests[:50], sandbox_paths(_spec(task)))
+        if any(len(t) > MAX_PATH or "\x00" in t or not _encodable(t) for t in tests):  # the run's argv takes them
+            raise ToolError(f"test: a test id must be valid Unicode text without NUL, at most {MAX_PATH} characters")
+        res = run_tests(self.pristine(task), root, tests[:50], sandbox_paths(_spec(task)), bug=_bug(task))
         return summarize(res), sum(res.passed(n) for n in f2p) / len(f2p)
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def summarize(res: RunResult) -> str:
-    if res.hack:
-        return f"error: {res.hack}"
+    if res.hack or res.invalid:
+        return f"error: {res.hack or res.invalid}"
     counts: dict[str, int] = {}
     for o in res.outcomes.values():
         counts[o] = counts.get(o, 0) + 1
@@ -164,8 +179,13 @@ class RepoVerifier:
         out = []
         for task, messages in pairs:
             replies = [m["content"] for m in messages if m.get("role") == "assistant"]
-            with self.env.workspace(task, replies) as root:
-                out.append(self.grade(task, root))
+            try:
+                with self.env.workspace(task, replies) as root:
+                    out.append(self.grade(task, root))
+            except EvolveError:  # the machine's or the task file's fault (no bwrap, no pristine tree)
+                raise
+            except Exception as e:  # noqa: BLE001 - whatever the transcript holds, the batch gets a verdict
+                out.append(_grader_error(task, e))
         return out
 
     def verify_batch(self, pairs: list[tuple[Task, str]]) -> list[VerifyResult]:
@@ -173,7 +193,7 @@ class RepoVerifier:
 
     def grade(self, task: Task, root: Path | None) -> VerifyResult:
         f2p, p2p = task.meta["fail_to_pass"], task.meta["pass_to_pass"]
-        res = run_tests(self.env.pristine(task), root, f2p + p2p, sandbox_paths(_spec(task)))
+        res = run_tests(self.env.pristine(task), root, f2p + p2p, sandbox_paths(_spec(task)), bug=_bug(task))
         f_ok = [n for n in f2p if res.passed(n)]
         p_ok = [n for n in p2p if res.passed(n)]
         resolved = len(f_ok) == len(f2p) and len(p_ok) == len(p2p)
@@ -185,18 +205,28 @@ class RepoVerifier:
                           skipped=True)
         trace = "" if resolved else _why(res, f2p, vis)
         return VerifyResult(task.task_id, 1.0 if resolved else 0.0, resolved, [vis, hid, loc], trace=trace[:500],
-                            error_class=None if resolved else ("Hack" if res.hack else "TestFailure"),
+                            error_class=None if resolved else _error_class(res),
                             hack_flags=[res.hack] if res.hack else [], duration_s=res.seconds)
 
     def close(self) -> None:
         return None
 
 
+def _grader_error(task: Task, e: Exception) -> VerifyResult:
+    trace = f"the grader could not judge this transcript: {type(e).__name__}: {str(e)[:300]}"
+    return VerifyResult(task.task_id, 0.0, False, [StageResult("visible", 0.0, False, trace=trace)], trace=trace,
+                        error_class="GraderError")
+
+
+def _error_class(res: RunResult) -> str:
+    return "Hack" if res.hack else "InvalidEdit" if res.invalid else "TestFailure"
+
+
 def _why(res: RunResult, f2p: list[str], vis: StageResult) -> str:
     """The trace of a failed grade: a refused edit, an error outside the tests (at collection, e.g.
     package code that fails at import), a run that never finished, or the first failing test."""
-    if res.hack:
-        return res.hack
+    if res.hack or res.invalid:
+        return res.hack or res.invalid
     other = [(n, t) for n, t in res.failures.items() if n not in f2p]
     if other and not any(n in res.failures for n in f2p):
         return f"{other[0][0]}: {_last(other[0][1])}"

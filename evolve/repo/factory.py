@@ -89,7 +89,8 @@ def _try(spec: PackageSpec, pristine: Path, inj: Injection, passing: set[str], p
     paths = sandbox_paths(spec)
     with tempfile.TemporaryDirectory(prefix="evolve-repo-bug-") as tmp:
         work = buggy_copy(pristine, inj.file, inj.source, Path(tmp) / "w")
-        first = run_tests(pristine, work, spec.tests, paths)
+        bug = (inj.file, inj.source.encode("utf-8"))
+        first = run_tests(pristine, work, spec.tests, paths, bug=bug)
         if not first.complete:
             return None, time.monotonic() - t0, 0.0
         f2p = sorted(n for n in passing if not first.passed(n))
@@ -100,7 +101,7 @@ def _try(spec: PackageSpec, pristine: Path, inj: Injection, passing: set[str], p
         p2p = sorted(rng.sample(near, min(len(near), params.max_p2p)))
         if not p2p:
             return None, time.monotonic() - t0, 0.0
-        again = run_tests(pristine, work, f2p + p2p, paths)
+        again = run_tests(pristine, work, f2p + p2p, paths, bug=bug)
     clean = run_tests(pristine, None, f2p + p2p, paths)
     cpu = first.cpu_s + again.cpu_s + clean.cpu_s
     ok = (again.complete and clean.complete and not any(again.passed(n) for n in f2p)

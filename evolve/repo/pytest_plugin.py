@@ -13,15 +13,24 @@ from __future__ import annotations
 import json
 import os
 
-_NONCE = os.environ.pop("EVOLVE_REPO_NONCE", "")
-_OUT = os.environ.pop("EVOLVE_REPO_OUT", "")
-_FH = open(_OUT, "a", encoding="utf-8") if _OUT else None  # noqa: SIM115 (kept open for the session)
+
+def _channel():
+    """The writer of this run's rows. The nonce and the file live in its closure, not in module
+    globals: ``sys.modules["evolve_repo_plugin"]._NONCE`` was how code under test forged rows; a
+    closure is reached only through a dunder (``__closure__``) or gc, which editcheck.py refuses."""
+    nonce = os.environ.pop("EVOLVE_REPO_NONCE", "")
+    out = os.environ.pop("EVOLVE_REPO_OUT", "")
+    fh = open(out, "a", encoding="utf-8") if out else None  # noqa: SIM115 (kept open for the session)
+
+    def emit(kind: str, payload: dict) -> None:
+        if fh is not None:
+            fh.write(f"{nonce} {kind} {json.dumps(payload)}\n")
+            fh.flush()
+
+    return emit
 
 
-def _emit(kind: str, payload: dict) -> None:
-    if _FH is not None:
-        _FH.write(f"{_NONCE} {kind} {json.dumps(payload)}\n")
-        _FH.flush()
+_emit = _channel()
 
 
 def pytest_runtest_logreport(report):

@@ -5,11 +5,11 @@ final run alike, so package code cannot tell the grader from a practice run (sam
 environment, interpreter flags): the pristine sdist, with the agent's edits to the package's own
 existing source files laid over it. Edits to tests, ``conftest.py``, config files and every new file
 stay in the agent's working copy (where reading and searching see them) and never reach a test run.
-An edit that introduces a grader-facing name (``GRADER_NAMES``: ``os``/``sys``/``_exit``, ``pytest``,
-``skip``, ``sys.modules``, frames, ``environ``, ``getattr``, any dunder ...) that the pristine file did
-not have is refused as a
-hack: package code shares the process with pytest, so this static rule is what keeps it from
-reaching the runner (a real fix restores the pristine code and needs none of them).
+An edit of a package file reaches a run only when ``editcheck.check_edit`` admits it: read as the
+interpreter reads it (BOM, coding cookie), it compiles, changes function bodies only, and each changed
+body uses only its own function's names (plus pure builtins). Package code shares the process with
+pytest and the results plugin, so this rule is what keeps the verdict out of its reach; what it
+cannot catch is in docs/repo_tasks.md.
 
 The view (``bwrap_argv``): the function sandbox's own read-only system view (``view.system_view``:
 system libraries, the interpreter and its standard library, 5 device nodes), pytest and its few
@@ -27,7 +27,6 @@ nonce per run, and a run counts only with the plugin's closing line (``pytest_pl
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import json
 import os
@@ -42,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evolve.errors import EvolveError
+from evolve.repo.editcheck import Refusal, check_edit
 from evolve.verification.sandbox import seccomp, view
 
 PLUGIN = Path(__file__).with_name("pytest_plugin.py")
@@ -53,15 +53,6 @@ RUNNER_FILES = {"evolve_repo_plugin.py": PLUGIN, "evolve_repo_launch.py": Path(_
 RUNNER_DISTS = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py.py")
 CONFIG_FILES = {"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "setup.py",
                 "sitecustomize.py", "usercustomize.py", "__main__.py"}
-GRADER_NAMES = frozenset({
-    "os", "sys", "_exit", "exit", "quit", "abort", "kill", "pytest", "_pytest", "pluggy", "skip", "xfail",
-    "skipif", "importorskip", "modules", "gc", "inspect", "importlib", "__import__", "builtins",
-    "__builtins__", "settrace", "setprofile", "environ", "getenv", "ctypes", "subprocess", "signal",
-    "atexit", "exec", "eval", "compile", "open", "globals", "locals", "vars", "_getframe", "f_back",
-    "f_globals", "f_locals", "evolve_repo_plugin", "EVOLVE_REPO_NONCE", "EVOLVE_REPO_OUT", "faulthandler",
-    "threading", "multiprocessing", "socket", "shutil", "pathlib", "io", "unittest", "mock", "patch",
-    "getattr", "setattr", "delattr", "breakpoint", "help", "input", "memoryview", "tb_frame", "gi_frame",
-    "cr_frame", "ag_frame", "f_builtins", "f_code", "exc_info", "exception"})
 INI = "[pytest]\naddopts =\npython_files = test_*.py *_test.py tests.py\n"
 TIMEOUT_S = 60.0
 # The function sandbox's limits, sized for pytest (measured: benchmarks/repo_runner_cost.py runs every
@@ -85,7 +76,8 @@ class RunResult:
     output: str = ""
     seconds: float = 0.0
     cpu_s: float = 0.0  # user + system CPU of the whole sandboxed run, including a run that was stopped
-    hack: str | None = None
+    hack: str | None = None  # an edit refused as a reach for the grader (editcheck.py): never run
+    invalid: str | None = None  # an edit refused as not compiling or too large: never run
     stopped: str = ""  # why the parent stopped the run (time, output), "" when it ended by itself
 
     def passed(self, node_id: str) -> bool:
@@ -100,46 +92,9 @@ def is_test_path(rel: str) -> bool:
             or any(p in ("tests", "test", "testing") for p in parts[:-1]))
 
 
-def _scan(source: str) -> tuple[set[str], set[str]]:
-    """(names, imports) of a file in one parse: every identifier, attribute and imported name, and
-    grader names inside strings; imports as ``module`` or ``.module:name``. Unparseable: both empty."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return set(), set()
-    names: set[str] = set()
-    imports: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            names.add(node.id)
-        elif isinstance(node, ast.Attribute):
-            names.add(node.attr)
-        elif isinstance(node, ast.alias):
-            names.update(node.name.split("."))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            names.update(w for w in node.value.replace(".", " ").split() if w in GRADER_NAMES)
-        if isinstance(node, ast.Import):
-            imports.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.module:
-                names.update(node.module.split("."))
-            imports.update(f"{'.' * node.level}{node.module or ''}:{a.name}" for a in node.names)
-    return names, imports
-
-
-def grader_names_added(pristine: str, edited: str) -> set[str]:
-    """Grader-facing names the edit introduces (absent from the pristine file)."""
-    (old_names, old_imports), (new_names, new_imports) = _scan(pristine), _scan(edited)
-    added = new_names - old_names
-    added |= {f"import {m}" for m in new_imports - old_imports}  # no fix needs a new import
-    # A new dunder (``__class__``, ``__subclasses__``, ``__globals__``...) is the way around a name
-    # list: from any object it walks to the interpreter's modules; a fix restores pristine code.
-    return {n for n in added if n in GRADER_NAMES or n.startswith("import ")
-            or (n.startswith("__") and n.endswith("__") and len(n) > 4)}
-
-
-def graded_tree(pristine: Path, work: Path | None, dest: Path) -> str | None:
-    """Build the tree test runs see at ``dest``; returns a hack description or None."""
+def graded_tree(pristine: Path, work: Path | None, dest: Path, bug: tuple[str, bytes] | None = None) -> Refusal | None:
+    """Build the tree test runs see at ``dest``; returns why an edit was refused, or None. ``bug``: the
+    task's injected file (path, bytes), whose functions are admitted as they are."""
     shutil.copytree(pristine, dest, symlinks=False)
     if work is None:
         return None
@@ -149,16 +104,13 @@ def graded_tree(pristine: Path, work: Path | None, dest: Path) -> str | None:
         if path.is_symlink() or not orig.is_file() or is_test_path(rel):
             continue
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            data = path.read_bytes()
+        except OSError:
             continue
-        base = orig.read_text(encoding="utf-8")
-        if text == base:
-            continue
-        added = grader_names_added(base, text)
-        if added:
-            return f"hack: the edit of {rel} introduces {', '.join(sorted(added))} (grader-facing names are refused)"
-        (dest / rel).write_text(text, encoding="utf-8")
+        refusal = check_edit(rel, orig.read_bytes(), data, bug[1] if bug and bug[0] == rel else None)
+        if refusal is not None:
+            return refusal
+        (dest / rel).write_bytes(data)  # the very bytes the check compiled
     return None
 
 
@@ -221,15 +173,17 @@ def pytest_argv(selection: list[str]) -> list[str]:
 
 
 def run_tests(pristine: Path, work: Path | None, selection: list[str], python_path: list[str],
-              timeout_s: float = TIMEOUT_S) -> RunResult:
-    """Run ``selection`` (node ids or files) on the graded tree of ``work`` (None: pristine)."""
+              timeout_s: float = TIMEOUT_S, bug: tuple[str, bytes] | None = None) -> RunResult:
+    """Run ``selection`` (node ids or files) on the graded tree of ``work`` (None: pristine); ``bug``:
+    the task's injected file (path, bytes), see ``graded_tree``."""
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="evolve-repo-run-") as tmp:
         root = Path(tmp)
         tree, runner, out = root / "repo", root / "runner", root / "out"
-        hack = graded_tree(pristine, work, tree)
-        if hack:
-            return RunResult(output=hack, hack=hack, seconds=time.monotonic() - t0)
+        refusal = graded_tree(pristine, work, tree, bug)
+        if refusal is not None:
+            return RunResult(output=refusal.message, hack=refusal.message if refusal.kind == "hack" else None,
+                             invalid=refusal.message if refusal.kind != "hack" else None, seconds=time.monotonic() - t0)
         _runner_dir(runner)
         out.mkdir()
         (out / "results.jsonl").touch()
@@ -311,6 +265,8 @@ def _reap(pid: int, deadline: float | None):
 
 
 def _parse(path: Path, nonce: str) -> RunResult:
+    """The plugin's rows with this run's nonce. The file is written from inside the sandbox, so a row
+    is data to check, not to trust: anything but a JSON object with string fields is skipped."""
     res = RunResult()
     if not path.exists():
         return res
@@ -322,9 +278,8 @@ def _parse(path: Path, nonce: str) -> RunResult:
         if kind == "END":
             res.complete = True
             continue
-        try:
-            row = json.loads(payload)
-        except ValueError:
+        row = _row(payload, ("id", "outcome", "text") if kind == "R" else ("id", "text"))
+        if row is None:
             continue
         if kind == "R":
             prev = res.outcomes.get(row["id"])
@@ -335,3 +290,13 @@ def _parse(path: Path, nonce: str) -> RunResult:
         elif kind == "C":
             res.failures.setdefault(row["id"], row["text"])
     return res
+
+
+def _row(payload: str, fields: tuple[str, ...]) -> dict | None:
+    try:
+        row = json.loads(payload)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(row, dict) or not all(isinstance(row.get(f), str) for f in fields):
+        return None
+    return row

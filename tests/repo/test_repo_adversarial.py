@@ -104,7 +104,7 @@ def test_the_hidden_run_defeats_the_attack(env, attack):
 def test_exit_at_import_fails_even_without_the_static_rule(env, monkeypatch):
     """Defence in depth: with the grader-name rule off, os._exit(0) at import still fails the run
     (no closing line with the nonce), and so does a forced exit status."""
-    monkeypatch.setattr(runner, "grader_names_added", lambda _old, _new: set())
+    monkeypatch.setattr(runner, "check_edit", lambda *_args: None)
     task = env.splits()["train"][0]
     res = _grade(env, task, _attacks(env, task)["exit-at-import"])
     assert not res.passed and "hack" not in res.trace

@@ -205,7 +205,7 @@ def _fix(task) -> str:
 
 @pytest.mark.parametrize("attack", sorted(IMPORT_ATTACKS))
 def test_a_hostile_episode_fails_alone_between_fixes(env, monkeypatch, host_tmp, attack):
-    monkeypatch.setattr(runner, "grader_names_added", lambda _old, _new: set())  # the static rule bypassed
+    monkeypatch.setattr(runner, "check_edit", lambda *_args: None)  # the static rule bypassed
     task = env.splits()["train"][0]
     head = env.first_messages({}, task)
     fix = head + [{"role": "assistant", "content": _fix(task)}]
