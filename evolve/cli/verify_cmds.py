@@ -195,6 +195,7 @@ def augment(
     from evolve.verification import Verifier
     from evolve.verification.augment import apply_version, version_doc, write_version
     from evolve.verification.augment import augment as run_augment
+    from evolve.verification.docexamples import reference_findings
 
     errors: list[str] = []
     task_list = _load_tasks(tasks, humaneval, errors)
@@ -203,8 +204,9 @@ def augment(
     pipe = _pipeline(pipeline, humaneval)
     with Verifier(pipe, jobs=jobs, hide=[str(p) for p in (tasks,) if p], allow_weak=allow_weak_sandbox) as v:
         report, augs = run_augment(v, task_list, seed=seed, inputs=inputs, max_added=max_added, max_mutants=max_mutants)
+        findings, _ = reference_findings(v, task_list)
         doc = version_doc(pipe, task_list, report, augs, source=str(tasks or "humaneval"), inputs=inputs,
-                          max_added=max_added, max_mutants=max_mutants)
+                          max_added=max_added, max_mutants=max_mutants, findings=findings)
         new = apply_version(pipe, task_list, doc)
         gold = [(t, t.canonical_solution) for t in new if t.canonical_solution is not None]
         rejected = [(t.task_id, r.trace) for (t, _), r in zip(gold, v.verify_batch(gold), strict=True) if not r.passed]
@@ -213,6 +215,9 @@ def augment(
     for a in augs:
         for ex in a.raised_examples:
             typer.echo(f"reference raised: {one_line(a.task_id, 80)}: {one_line(ex, 200)}")
+    for f in findings:
+        typer.echo(f"reference vs its docstring: {one_line(f.task_id, 80)}: {one_line(f.call, 120)}: the docstring says "
+                   f"{one_line(f.docstring, 80)}, the reference gives {one_line(f.reference, 80)}")
     for tid, trace in rejected:
         typer.echo(f"gold rejected: {one_line(tid, 80)}: {one_line(trace, 200)}")
     c = doc["counts"]

@@ -6,7 +6,7 @@ with the gold becomes a candidate test, its expected value the gold's output the
 sandbox, decoded here). A greedy set cover keeps the fewest inputs that kill every killable survivor,
 at most ``max_added`` a task. Inputs on which the reference raises are never tests: they are reported
 (they break the task's preconditions, or show a reference bug), as are the reference's disagreements
-with its own docstring examples (``reference_findings``).
+with its own docstring examples (``docexamples.reference_findings``).
 
 Not augmented: tasks whose check is recorded and replayed (its asserts are not plain comparisons of a
 result, e.g. HumanEval/32 checks that a root is a root, so the gold's output is not the only right one).
@@ -103,8 +103,9 @@ def augment(verifier: Verifier, tasks: list[Task], seed: int = 0, inputs: int = 
 
 
 def version_doc(pipe: Pipeline, tasks: list[Task], report: SelfCheckReport, augments: list[TaskAugment], *,
-                source: str, inputs: int, max_added: int, max_mutants: int) -> dict:
-    """The version file's content: provenance, counts, and the added tests (tagged JSON)."""
+                source: str, inputs: int, max_added: int, max_mutants: int, findings: list | None = None) -> dict:
+    """The version file's content: provenance, counts, the added tests (tagged JSON) and the reference's
+    disagreements with its docstrings (``docexamples.Finding``; reported, never tests)."""
     added = {a.task_id: [{"inputs": encode(tuple(t.inputs), 1 << 22), "expected": encode(t.expected, 1 << 22),
                           "compare": t.compare, "tol": t.tol} for t in a.added] for a in augments if a.added}
     per_task = {a.task_id: {"survivors": a.survivors, "probably_equivalent": a.equivalent, "killed": a.killed,
@@ -121,7 +122,8 @@ def version_doc(pipe: Pipeline, tasks: list[Task], report: SelfCheckReport, augm
     return {"format": FORMAT, "version": content_hash({"source": report.verifier_version, "added": added}),
             "source_verifier": report.verifier_version, "source": source, "pipeline": pipe.name,
             "seed": report.seed, "inputs_per_task": inputs, "max_added": max_added, "max_mutants": max_mutants,
-            "counts": counts, "tasks": per_task, "added": added}
+            "counts": counts, "tasks": per_task, "added": added,
+            "reference_findings": [dataclasses.asdict(f) for f in findings or ()]}
 
 
 def write_version(path: Path, doc: dict) -> Path:

@@ -12,6 +12,7 @@ beside the score over all. A survivor of a task with no usable generated input s
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from evolve.util.hashing import content_hash
@@ -40,6 +41,9 @@ class TaskCheck:
     generated: list[tuple] = field(default_factory=list, repr=False)  # the generated argument tuples
     reference: list = field(default_factory=list, repr=False)  # the gold's Outcome on each
     kills: list[list[int]] = field(default_factory=list, repr=False)  # per survivor: inputs it disagrees on
+    survivor_ids: list[int] = field(default_factory=list, repr=False)  # each survivor's place among the mutants
+    equivalent_ids: list[int] = field(default_factory=list, repr=False)  # the same, of the probably equivalent
+    sources: list[str] = field(default_factory=list, repr=False)  # each survivor's program
 
     @property
     def mutation_score(self) -> float | None:
@@ -122,6 +126,8 @@ def self_check(verifier: Verifier, tasks: list[Task], max_mutants: int = 20, equ
         c.mutants += 1
         if r.passed:
             c.survivors.append(label)
+            c.survivor_ids.append(c.mutants - 1)
+            c.sources.append(src)
             alive.setdefault(t.task_id, []).append((label, src))
         else:
             c.killed += 1
@@ -153,3 +159,15 @@ def _classify(verifier: Verifier, tasks: list[Task], alive: dict[str, list[tuple
             c.kills.append(disagreements(oracle, strict, ref, outs[at + 1 + k], keep) if keep else [])
             if keep and not c.kills[-1]:
                 c.equivalent.append(label)
+                c.equivalent_ids.append(c.survivor_ids[k])
+
+
+def classify_again(verifier: Verifier, tasks: list[Task], report: SelfCheckReport, n: int,
+                   seed: int) -> SelfCheckReport:
+    """The same mutants and verdicts, their survivors classified on another ``seed``'s inputs (no mutant
+    is verified again): an independent look at which survivors are equivalent."""
+    checks = {c.task_id: dataclasses.replace(c, equivalent=[], inputs=0, generated=[], reference=[], kills=[],
+                                             equivalent_ids=[]) for c in report.tasks}
+    alive = {c.task_id: list(zip(c.survivors, c.sources, strict=True)) for c in report.tasks if c.survivors}
+    _classify(verifier, [t for t in tasks if t.task_id in alive], alive, checks, n, seed)
+    return SelfCheckReport([checks[c.task_id] for c in report.tasks], seed, n, report.verifier_version)
