@@ -27,7 +27,7 @@ from results_io import machine_facts, print_figures, write_results  # noqa: E402
 
 
 def _score(killed: int, mutants: int, equivalent: int) -> float:
-    return round(killed / (mutants - equivalent), 4) if mutants > equivalent else 1.0  # noqa: E501
+    return round(killed / (mutants - equivalent), 4) if mutants > equivalent else 1.0
 
 
 def main() -> None:  # noqa: PLR0915 - one measurement, top to bottom

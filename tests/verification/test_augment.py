@@ -21,7 +21,8 @@ from evolve.verification.augment import (
     version_doc,
     write_version,
 )
-from evolve.verification.selfcheck import self_check
+from evolve.verification.docexamples import examples, reference_findings
+from evolve.verification.selfcheck import classify_again, self_check
 
 ABSDIFF = "def absdiff(a, b):\n    if a >= b:\n        return a - b\n    return b - a\n"
 # One test, (5, 3): the else branch's mutant (b + a) survives it, the swap-cmp one (a > b) is equivalent.
@@ -90,3 +91,38 @@ def test_the_augment_command_writes_a_version_that_verify_uses(tmp_path):
     p = subprocess.run([*evolve, "verify", "--tasks", str(tasks), "--augmented", str(out), "--self-check"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and "not a verifier version file" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+DOC = '''def f(xs, k):
+    """Examples, in HumanEval's styles:
+    >>> f([1, 2], 1)
+    [2, 3]
+    >>> f([], 5) == []
+    f([0], 2) => [2]
+    f([1], 1) ==> [5]
+    f([3], 0) ➞ [3]
+    f(x, 1) = [1]
+    f([1], "a") = [2]
+    """
+'''
+
+
+def test_the_reference_is_checked_against_its_docstring_examples(verifier):
+    t = Task("doc", DOC, "f", hidden_tests=(TestCase(([1], 1), [2]),),
+             canonical_solution="    return [x + k for x in xs]\n")
+    ex, skipped = examples(t)
+    assert ex == [(([1, 2], 1), [2, 3]), (([], 5), []), (([0], 2), [2]), (([1], 1), [5]), (([3], 0), [3]),
+                  (([1], "a"), [2])] and skipped == 1, (ex, skipped)  # f(x, 1): not a literal call
+    findings, counts = reference_findings(verifier, [t])
+    assert [(f.call, f.docstring) for f in findings] == [("f([1], 1)", "[5]"), ("f([1], 'a')", "[2]")], findings
+    assert findings[0].reference == "[2]" and findings[1].reference.startswith("raised TypeError"), findings
+    assert counts == {"tasks_with_examples": 1, "examples": 6, "unparsed_example_lines": 1, "findings": 2}
+
+
+def test_classify_again_reuses_the_verdicts_on_another_seeds_inputs(verifier):
+    report = self_check(verifier, [WEAK], max_mutants=50, equiv_inputs=30, seed=3)
+    again = classify_again(verifier, [WEAK], report, 30, 4)
+    a, b = report.tasks[0], again.tasks[0]
+    assert (b.mutants, b.killed, b.survivors) == (a.mutants, a.killed, a.survivors) and again.seed == 4
+    assert b.equivalent == ["swap-cmp@2"] and b.equivalent_ids == a.equivalent_ids == [a.survivor_ids[0]]
+    assert b.generated != a.generated and len(b.generated) == 30  # other inputs, the same conclusion
