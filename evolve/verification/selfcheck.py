@@ -19,6 +19,7 @@ from evolve.util.hashing import content_hash
 from evolve.verification.differential import disagreements, generated_inputs, oracle_for, run_outputs, usable
 from evolve.verification.mutants import mutants
 from evolve.verification.pipeline_types import Pipeline
+from evolve.verification.sandbox.codec import encode
 from evolve.verification.tasks import assemble_program
 from evolve.verification.types import Task
 from evolve.verification.verifier import Verifier
@@ -94,10 +95,17 @@ def _solution_lines(task: Task, program: str) -> range | None:
 
 
 def verifier_version(pipe: Pipeline, tasks: list[Task]) -> str:
-    """What a verdict depends on: the pipeline (stages, limits, comparison) and every task's tests."""
+    """What a verdict depends on: the pipeline (stages, limits, comparison) and every task's tests. Tests
+    are hashed in the sandbox codec's tagged JSON: a tuple is not a list, and a dict may mix key types."""
     return content_hash({"pipeline": repr((pipe.stages, pipe.policy, pipe.partial_credit, pipe.strict_types,
                                            pipe.limits)),
-                         "tasks": [t.content_hash for t in tasks]})
+                         "tasks": [_fingerprint(t) for t in tasks]})
+
+
+def _fingerprint(t: Task) -> list:
+    tests = [[encode(tuple(c.inputs), 1 << 26), encode(c.expected, 1 << 26), c.compare, c.tol]
+             for c in t.visible_tests + t.hidden_tests]
+    return [t.task_id, t.prompt, t.entry_point, t.check_code, t.canonical_solution, tests]
 
 
 def self_check(verifier: Verifier, tasks: list[Task], max_mutants: int = 20, equiv_inputs: int = EQUIV_INPUTS,

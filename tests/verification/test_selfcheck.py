@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from conftest import REPO
+
 from evolve.verification import Task, TestCase
 from evolve.verification.inputgen import mutate_inputs, task_rng
 from evolve.verification.mutants import mutants
@@ -64,3 +66,15 @@ def test_equivalent_mutants_are_told_from_real_survivors(verifier):
     assert c.score_non_equivalent == rep.score_non_equivalent == 3 / 4 and rep.mutation_score == 3 / 5
     off = self_check(verifier, [t], max_mutants=50, equiv_inputs=0)
     assert off.tasks[0].equivalent == [] and off.score_non_equivalent == 3 / 5
+
+
+def test_the_verifier_version_tells_tuples_from_lists_and_takes_any_plain_test():
+    from evolve.verification import load_pipeline
+    from evolve.verification.selfcheck import verifier_version
+
+    pipe = load_pipeline(None)
+    a = Task("x", "", "f", hidden_tests=(TestCase(((1, 2),), {1: "a", "b": 2}),))  # a dict of mixed key types
+    b = Task("x", "", "f", hidden_tests=(TestCase(([1, 2],), {1: "a", "b": 2}),))
+    assert verifier_version(pipe, [a]) != verifier_version(pipe, [b]) != verifier_version(load_pipeline(
+        REPO / "verifiers" / "humaneval.toml"), [b])
+    assert verifier_version(pipe, [a]) == verifier_version(load_pipeline(None), [a])
