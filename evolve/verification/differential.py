@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evolve.verification.contracts import admits, contract_for
 from evolve.verification.inputgen import mutate_inputs, task_rng
 from evolve.verification.reply import Outcome, Reply, loaded
 from evolve.verification.stages.tests import judge
@@ -45,9 +46,13 @@ def oracle_for(verifier: Verifier, task: Task) -> Oracle:
 
 
 def generated_inputs(verifier: Verifier, task: Task, n: int, seed: int) -> list[tuple]:
-    """``n`` new inputs for ``task``: type-aware mutations of its own tests' arguments (seeded per task).
-    Call after the task was verified once, so that a recorded check's calls are known."""
-    return mutate_inputs(list(verifier.plan(task).calls), n, task_rng(seed, task.task_id))
+    """Up to ``n`` new inputs for ``task``: type-aware mutations of its own tests' arguments (seeded per
+    task), those that break the task's input contract (``contracts``) dropped. Call after the task was
+    verified once, so that a recorded check's calls are known."""
+    contract = contract_for(task)
+    made = mutate_inputs(list(verifier.plan(task).calls), n if contract is None else 4 * n,
+                         task_rng(seed, task.task_id))
+    return [a for a in made if admits(contract, a)][:n]
 
 
 CHUNK = 25  # generated calls per sandbox job: one slow input costs a chunk its time limit, not every input

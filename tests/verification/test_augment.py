@@ -21,8 +21,12 @@ from evolve.verification.augment import (
     version_doc,
     write_version,
 )
+from evolve.verification.contracts import HUMANEVAL, _prime, admits
+from evolve.verification.differential import generated_inputs
 from evolve.verification.docexamples import examples, reference_findings
+from evolve.verification.inputgen import mutate_inputs, task_rng
 from evolve.verification.selfcheck import classify_again, self_check
+from evolve.verification.verifier import plan_task
 
 ABSDIFF = "def absdiff(a, b):\n    if a >= b:\n        return a - b\n    return b - a\n"
 # One test, (5, 3): the else branch's mutant (b + a) survives it, the swap-cmp one (a > b) is equivalent.
@@ -126,3 +130,16 @@ def test_classify_again_reuses_the_verdicts_on_another_seeds_inputs(verifier):
     assert (b.mutants, b.killed, b.survivors) == (a.mutants, a.killed, a.survivors) and again.seed == 4
     assert b.equivalent == ["swap-cmp@2"] and b.equivalent_ids == a.equivalent_ids == [a.survivor_ids[0]]
     assert b.generated != a.generated and len(b.generated) == 30  # other inputs, the same conclusion
+
+
+def test_contracts_admit_every_task_input_and_drop_generated_ones_that_break_them(verifier, humaneval):
+    by_id = {t.task_id: t for t in humaneval}
+    for tid, contract in HUMANEVAL.items():  # a contract its own task's tests break is a wrong contract
+        calls = plan_task(by_id[tid]).calls
+        assert calls and all(admits(contract, a) for a in calls), tid
+    t = by_id["HumanEval/59"]  # "Assume n > 1 and is not a prime"
+    plain = mutate_inputs(list(plan_task(t).calls), 100, task_rng(0, t.task_id))
+    assert any(n <= 1 or _prime(n) for (n,) in plain)  # the mutation alone makes such inputs
+    kept = generated_inputs(verifier, t, 100, 0)
+    assert len(kept) >= 50 and all(n > 1 and not _prime(n) for (n,) in kept), kept
+    assert admits(None, (1,)) and not admits(HUMANEVAL["HumanEval/20"], ("not a list", 3))
