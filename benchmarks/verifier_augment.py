@@ -30,7 +30,7 @@ def _score(killed: int, mutants: int, equivalent: int) -> float:
     return round(killed / (mutants - equivalent), 4) if mutants > equivalent else 1.0
 
 
-def main() -> None:  # noqa: PLR0915 - one measurement, top to bottom
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--eval-seed", type=int, default=None, help="default: seed + 1")
@@ -71,21 +71,7 @@ def main() -> None:  # noqa: PLR0915 - one measurement, top to bottom
         after = self_check(v, new, max_mutants=args.max_mutants, equiv_inputs=0)
         t_eval = time.monotonic() - t1
         isolation = v.isolation
-    per_task, tot = [], {"mutants": 0, "killed_before": 0, "killed_after": 0, "eq_before": 0, "eq_after": 0}
-    aug_of = {a.task_id: a for a in augs}
-    for b, a in zip(before.tasks, after.tasks, strict=True):
-        aug = aug_of.get(b.task_id)
-        assert b.task_id == a.task_id and b.mutants == a.mutants, (b.task_id, a.task_id)
-        eq_after = len(set(b.equivalent_ids) & set(a.survivor_ids))
-        tot["mutants"] += b.mutants
-        tot["killed_before"] += b.killed
-        tot["killed_after"] += a.killed
-        tot["eq_before"] += len(b.equivalent_ids)
-        tot["eq_after"] += eq_after
-        if b.survivors:
-            per_task.append({"task_id": b.task_id, "mutants": b.mutants, "killed_before": b.killed,
-                             "killed_after": a.killed, "eq_before": len(b.equivalent_ids), "eq_after": eq_after,
-                             "added": len(aug.added) if aug else 0, "skipped": aug.skipped if aug else ""})
+    per_task, tot = _compare(before, after, augs)
     c = doc["counts"]
     figures = {
         "mutation_score_all_before": round(tot["killed_before"] / tot["mutants"], 4),
@@ -114,6 +100,27 @@ def main() -> None:  # noqa: PLR0915 - one measurement, top to bottom
                             cpu=_cpu_model(), quiet=False)
     write_results("verifier_augment", args=vars(args), results=results, figures=figures, machine=machine)
     print_figures(figures)
+
+
+def _compare(before, after, augs) -> tuple[list[dict], dict]:
+    """Per task with survivors, and in total: mutants, killed by the tests before and after, probably
+    equivalent (the evaluation seed's classification; after: those of them that still survive)."""
+    per_task, tot = [], {"mutants": 0, "killed_before": 0, "killed_after": 0, "eq_before": 0, "eq_after": 0}
+    aug_of = {a.task_id: a for a in augs}
+    for b, a in zip(before.tasks, after.tasks, strict=True):
+        aug = aug_of.get(b.task_id)
+        assert b.task_id == a.task_id and b.mutants == a.mutants, (b.task_id, a.task_id)
+        eq_after = len(set(b.equivalent_ids) & set(a.survivor_ids))
+        tot["mutants"] += b.mutants
+        tot["killed_before"] += b.killed
+        tot["killed_after"] += a.killed
+        tot["eq_before"] += len(b.equivalent_ids)
+        tot["eq_after"] += eq_after
+        if b.survivors:
+            per_task.append({"task_id": b.task_id, "mutants": b.mutants, "killed_before": b.killed,
+                             "killed_after": a.killed, "eq_before": len(b.equivalent_ids), "eq_after": eq_after,
+                             "added": len(aug.added) if aug else 0, "skipped": aug.skipped if aug else ""})
+    return per_task, tot
 
 
 def _cpu_model() -> str:
