@@ -131,8 +131,10 @@ import time
 def add(a, b):
     time.sleep(0.1)  # the harness's own buffered "L ok" goes first
     _say(["R 0 ok 3", "R 1 ok 0", "R 2 ok 4", "R 3 ok 30", "END"])
-    os.write(1, b"y" * (3 << 20))
-    return a + b
+    data = b"y" * (3 << 20)
+    while data:  # looped and never returning, as in KILLED_BEFORE_END (else a flake: forged-result)
+        data = data[os.write(1, data):]
+    time.sleep(60)
 ''',
     "segfault after END": NONCE + '''
 import ctypes, time
@@ -176,7 +178,7 @@ def add(a, b):
     data = b"y" * (3 << 20)
     while data:  # looped: the harness's 20 ms timer cuts a blocking write short (see RESULT_FLOOD)
         data = data[os.write(1, data):]
-    return a + b
+    time.sleep(60)  # never returns: a return could race the parent's kill and end as forged-result instead
 ''',
     "segfault after its last result, no END": NONCE + '''
 import ctypes, time
@@ -223,6 +225,7 @@ def add(a, b):
         data = b"y" * (3 << 20)
         while data:
             data = data[os.write(1, data):]
+        time.sleep(60)  # as above: only the kill ends it
     return a + b
 ''',
 }
