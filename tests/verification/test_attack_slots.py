@@ -99,6 +99,26 @@ def test_4_no_kill_or_signal_death_passes_even_after_correct_results():
     assert kinds["CPU limit after END"] == "Timeout" and kinds["sleeps past the timeout after END"] == "Timeout"
 
 
+def test_4_a_death_after_the_last_result_fails_with_or_without_the_sentinel():
+    """Issue #39: every result delivered, then flooded, segfaulted, exited non-zero or hung, before END:
+    failed, nothing it sent counted. A death in the last call fails on that call, the rest kept."""
+    after, before = X.KILLED_BEFORE_END, X.KILLED_BEFORE_LAST_RESULT
+    with Verifier(_pipeline(timeout_s=1.5, cpu_s=1.0), jobs=2) as v:
+        attacks = [*after.values(), *before.values()]
+        seq = [A.GOOD, A.BAD, *[x for a in attacks for x in (a, A.GOOD)], A.GOOD, A.BAD]
+        rs = v.verify_batch([(ADD, s) for s in seq])
+    hits = dict(zip([*after, *before], _hold(seq, rs), strict=True))
+    assert not any(r.passed for r in hits.values()), {k: r.trace for k, r in hits.items()}
+    kinds = {k: r.error_class for k, r in hits.items()}
+    assert [kinds[k] for k in after] == ["OutputLimit", "Crash", "Crash", "Timeout"], kinds
+    for k in after:  # nothing counted: not even the visible test it "answered"
+        assert hits[k].trace.startswith("visible test 1/1 failed") and hits[k].reward <= 0.1 + 1e-9, hits[k].trace
+    for k, why in zip(before, ("Crash: killed by signal 11", "OutputLimit"), strict=True):
+        r = hits[k]  # the visible test and two hidden ones were delivered: kept, the last call fails
+        assert r.trace.startswith(f"hidden test 3/3 failed: {why}") and "at add(10, 20)" in r.trace, r.trace
+        assert 0.1 + 0.3 < r.reward < 1.0, (k, r.reward)
+
+
 def _perf_ms(r) -> float:
     perf = {s.name: s for s in r.stages}["perf"]
     return float(re.search(r"\(([\d.]+) ms vs", perf.trace).group(1))

@@ -74,3 +74,8 @@ def test_self_check_lists_failing_gold_and_mutation_score(tmp_path):
     assert "gold solutions that fail (1):" in p.stdout and "  sub:" in p.stdout
     assert "mutation score:" in p.stdout
     assert p.stdout.strip().splitlines()[-1] == "1 passed, 1 failed"
+    assert "probably equivalent (agree with the gold on every one of up to 100 generated inputs, seed 0)" in p.stdout
+    assert "mutation score over non-equivalent mutants:" in p.stdout and "verifier version: " in p.stdout
+    p = _run("--tasks", str(t), "--self-check", "--json", "--equiv-inputs", "5", "--seed", "2")
+    row = json.loads(p.stdout.splitlines()[0])
+    assert row["task_id"] == "add" and row["probably_equivalent"] == [] and "score_non_equivalent" in row, row
