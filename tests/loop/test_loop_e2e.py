@@ -10,6 +10,7 @@ import pytest
 from loop_helpers import CI_CONFIG
 from sqlalchemy import create_engine, text
 
+from evolve.loop import power
 from evolve.loop.fingerprint import generation_fingerprint
 
 
@@ -86,7 +87,7 @@ def test_run_states_and_records_the_power_of_its_shape(base_run):
         store.close()
     assert recorded["look_tasks"] == [4] and recorded["samples"] == [2, 2]  # ci.toml: 2 generations, 4 x 4
     assert [r["effect_points"] for r in recorded["rows"]] == [0.0, 5.0, 10.0]
-    assert recorded["pass_rates"].startswith("PRIOR") and recorded["trials"] == 500
+    assert recorded["pass_rates"].startswith("PRIOR") and recorded["trials"] == power.RUN_TRIALS
 
 
 def test_rollouts_and_reflection_calls_are_recorded(base_run):
