@@ -16,7 +16,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
-from results_io import print_figures, write_results  # noqa: E402
+from results_io import machine_facts, print_figures, write_results  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 from evolve.loop.config import LoopConfig  # noqa: E402
@@ -25,6 +25,16 @@ from evolve.policy import PolicySpec  # noqa: E402
 
 CONFIGS = {"qwen": "configs/ablation-qwen-humaneval.toml", "gym": "configs/ablation.toml",
            "qwen_powered": "configs/ablation-qwen-humaneval-powered.toml"}
+
+
+def _cpu() -> str:
+    """The CPU's model name and whether it has AVX-512 (speed figures name their CPU)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown"
+    name = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "unknown")
+    return f"{name}{' (avx512)' if ' avx512f' in info else ''}"
 
 
 def main() -> None:
@@ -47,7 +57,7 @@ def main() -> None:
             for model_name in ("crn", "independent"):
                 figures[f"{name}_{row['effect_points']:g}pt_{model_name}"] = row[model_name]
         figures[f"{name}_run_startup_cpu_s"] = table["run_startup"]["cpu_s"]
-    write_results("power", args=vars(args), results=results, figures=figures)
+    write_results("power", args=vars(args), results=results, figures=figures, machine=machine_facts(cpu=_cpu()))
     print_figures(figures)
 
 

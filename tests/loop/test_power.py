@@ -78,7 +78,7 @@ def test_the_null_line_stays_within_the_union_bound():
     shape = power.shape_of(cfg)
     rates = np.linspace(0.05, 0.95, 30)
     assert power.promotion_rate(rates, shape, cfg, 0.0, "crn", trials=300) == 0.0
-    null = power.promotion_rate(rates, shape, cfg, 0.0, "independent", trials=1500, seed=3)
+    null = power.promotion_rate(rates, shape, cfg, 0.0, "independent", trials=800, seed=3)
     assert null <= cfg.selection.promote_alpha, null
 
 
