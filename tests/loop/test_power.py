@@ -82,6 +82,21 @@ def test_the_null_line_stays_within_the_union_bound():
     assert null <= cfg.selection.promote_alpha, null
 
 
+def test_the_gate_is_one_validation_test_at_its_level():
+    """selection = "gate": one look of val_tasks x (val_samples vs val_samples) through gate_passes; a
+    null line passes at most gate_alpha (the test is exact at 16 tasks), and never under ideal CRN."""
+    cfg = LoopConfig.from_dict({"selection": {"type": "gate", "val_tasks": 16, "val_samples": 4,
+                                              "gate_alpha": 0.2}})
+    shape = power.shape_of(cfg)
+    assert (shape.selection, shape.look_tasks, shape.incumbent_samples, shape.challenger_samples) == \
+        ("gate", (16,), 4, 4)
+    rates = np.linspace(0.05, 0.95, 30)
+    assert power.promotion_rate(rates, shape, cfg, 0.0, "crn", trials=200) == 0.0
+    null = power.promotion_rate(rates, shape, cfg, 0.0, "independent", trials=1500, seed=2)
+    lesson = power.promotion_rate(rates, shape, cfg, 0.2, "independent", trials=500, seed=2)
+    assert 0.05 < null <= 0.2 < lesson, (null, lesson)
+
+
 def test_power_rises_with_the_effect():
     """At the shipped Qwen shape (where nothing saturates): +10, +20 and +30 points, each promoted more
     often than the last, under either pairing."""
