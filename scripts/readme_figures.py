@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {"headline": "README.md", "results": "docs/results.md", "ablation-arms": "docs/ablation.md"}
 ORDER = ["grpo_step", "verify_throughput", "lineage_scale", "bootstrap", "hard_tier", "ablation", "ablation_fresh",
          "ablation_fresh2", "ablation_pooled", "ablation_smollm2", "ablation_qwen_humaneval",
-         "ablation_qwen_humaneval_hf_lr1e-5", "base_humaneval", "humaneval_agreement", "verifier_augment",
-         "smollm2_run", "generate", "ui_scale", "agents", "agents_seed1", "scale"]
+         "ablation_qwen_humaneval_hf_lr1e-5", "base_humaneval", "pass_rates", "power", "humaneval_agreement",
+         "verifier_augment", "smollm2_run", "generate", "ui_scale", "agents", "agents_seed1", "scale"]
 # README's headline table: (file, key or (key, ci low key, ci high key), label).
 _CI = ("coupled_minus_best_single", "coupled_minus_best_single_ci95_low", "coupled_minus_best_single_ci95_high")
 HEADLINE = [

@@ -1,4 +1,4 @@
-"""`evolve run`, `evolve resume`, `evolve replay`, `evolve report`."""
+"""`evolve run`, `evolve plan`, `evolve resume`, `evolve replay`, `evolve report`."""
 
 from __future__ import annotations
 
@@ -170,8 +170,11 @@ def register(app: typer.Typer) -> None:
                                 help="Verify and roll out on the Ray cluster at ADDRESS ([cluster] backend = \"ray\")."),
     ) -> None:
         """Run autonomous evolution cycles (the embedded default with no arguments)."""
+        from rich.markup import escape
+
         from evolve.cluster import ClusterConfig
         from evolve.loop.config import LoopConfig
+        from evolve.loop.power import RUN_TRIALS, config_power, model_key, power_lines
         from evolve.loop.recording import BufferRecorder
         from evolve.loop.runner import (
             build_session,
@@ -197,6 +200,9 @@ def register(app: typer.Typer) -> None:
         with StatusPrinter(cfg.generations) as printer, store.run_lock(run_name):
             _announce_bootstrap(spec, printer.say)
             spec_dict = spec.model_dump(mode="json")
+            power = config_power(cfg, model_key(spec), RUN_TRIALS)  # what the promotion test can detect, said first
+            for line in power_lines(power):
+                printer.say(escape(line))
             session = build_session(store, run_name, cfg, spec_dict, components, None, None, BufferRecorder(),
                                     printer.say, allow_weak_sandbox=allow_weak_sandbox, cluster=cluster)
             try:
@@ -205,7 +211,8 @@ def register(app: typer.Typer) -> None:
                 store.create_run(run_name, {"loop": cfg.to_dict(), "policy_spec": spec_dict,
                                             "seed_prompt": components,
                                             "verifier_isolation": session.ctx.verifier.isolation,
-                                            "allow_weak_sandbox": allow_weak_sandbox, **suite_record(cfg), **where})
+                                            "allow_weak_sandbox": allow_weak_sandbox, "power": power,
+                                            **suite_record(cfg), **where})
                 printer.say(f"run [bold]{run_name}[/bold]: mode {cfg.mode}, reward {cfg.reward}, "
                             f"{cfg.generations} generations, db {store.target.label}")
                 gid, wv, metrics, state = initial_generation(session)
@@ -216,6 +223,25 @@ def register(app: typer.Typer) -> None:
             finally:
                 session.close()
         typer.echo(f"done: inspect with `evolve lineage {run_name}`, plots with `evolve report {run_name} --out DIR`")
+
+    @app.command()
+    def plan(
+        config: Path = typer.Argument(..., metavar="CONFIG", help="Loop config TOML ([loop] table)."),
+        trials: int = typer.Option(None, "--trials", help="Simulated challengers a cell (default 2000)."),
+        seed: int = typer.Option(0, "--seed", help="Seed of the simulation."),
+        pass_rates: Path = typer.Option(None, "--pass-rates", help="Per-task pass-rate cache (default "
+                                        "benchmarks/results/pass_rates.json)."),
+        as_json: bool = typer.Option(False, "--json"),
+    ) -> None:
+        """What the config's prompt-promotion test can detect (P(promoted) of a +5 / +10-point lesson and of a
+        line that changes nothing), simulated from the suite's per-task pass rates; runs nothing."""
+        from evolve.loop.config import LoopConfig
+        from evolve.loop.power import TRIALS, config_power, model_key, power_lines
+        from evolve.policy import PolicySpec
+
+        cfg = LoopConfig.from_toml(config)
+        table = config_power(cfg, model_key(PolicySpec.from_toml(cfg.policy)), trials or TRIALS, seed, pass_rates)
+        typer.echo(json.dumps(table, indent=1) if as_json else "\n".join(power_lines(table)))
 
     @app.command()
     def resume(

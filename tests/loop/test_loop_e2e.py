@@ -10,6 +10,7 @@ import pytest
 from loop_helpers import CI_CONFIG
 from sqlalchemy import create_engine, text
 
+from evolve.loop import power
 from evolve.loop.fingerprint import generation_fingerprint
 
 
@@ -71,6 +72,22 @@ def test_status_lines_are_never_wrapped(base_run):
     store.close()
     head = [ln for ln in base_run.run_stderr.splitlines() if ln.startswith("run t: mode")]
     assert len(head) == 1 and head[0].rstrip().endswith(f"db {label}"), base_run.run_stderr
+
+
+def test_run_states_and_records_the_power_of_its_shape(base_run):
+    """`evolve run` prints what its promotion test can detect before the first generation, and records
+    the same table in the run's config (issue 37 item 1; evolve/loop/power.py)."""
+    err = base_run.run_stderr
+    assert "power of the prompt-promotion test" in err and "lesson +10 points" in err, err
+    assert err.index("power of the prompt-promotion test") < err.index("run t: mode")
+    store = base_run.store()
+    try:
+        recorded = store.get_run("t").config["power"]
+    finally:
+        store.close()
+    assert recorded["look_tasks"] == [4] and recorded["samples"] == [2, 2]  # ci.toml: 2 generations, 4 x 4
+    assert [r["effect_points"] for r in recorded["rows"]] == [0.0, 5.0, 10.0]
+    assert recorded["pass_rates"].startswith("PRIOR") and recorded["trials"] == power.RUN_TRIALS
 
 
 def test_rollouts_and_reflection_calls_are_recorded(base_run):
