@@ -161,7 +161,11 @@ def register(app: typer.Typer) -> None:
         reflection_api_base: str = typer.Option(None, "--reflection-api-base", help="OpenAI-compatible URL"),
         seed: int = typer.Option(None, "--seed"),
         policy: str = typer.Option(None, "--policy", help="Policy spec TOML (default policies/tiny-coder.toml)."),
-        suite: str = typer.Option(None, "--suite", help="Environment: a name, a .py file or a module (evolve/env)."),
+        suite: str = typer.Option(None, "--suite", help="Environment: a name, a .py file or a module (evolve/env), "
+                                  "or your own tasks: a .jsonl task file or a dataset folder (save_to_disk)."),
+        columns: str = typer.Option(None, "--columns", metavar="FIELD=COLUMN,...",
+                                    help="Your own tasks: the column of each task field, e.g. prompt=question,"
+                                         "task_id=id (the config's [loop.task_columns])."),
         max_turns: int = typer.Option(None, "--max-turns", help="Most policy turns of a self-repair episode."),
         allow_weak_sandbox: bool = typer.Option(False, "--allow-weak-sandbox",
                                                 help="Run even where the verifier cannot have its full isolation "
@@ -171,6 +175,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run autonomous evolution cycles (the embedded default with no arguments)."""
         from evolve.cluster import ClusterConfig
+        from evolve.env.task_source import parse_columns
         from evolve.loop.config import LoopConfig
         from evolve.loop.recording import BufferRecorder
         from evolve.loop.runner import (
@@ -187,9 +192,10 @@ def register(app: typer.Typer) -> None:
         cluster = ClusterConfig.from_toml(config, address=ray) if config else ClusterConfig.from_dict({}, address=ray)
         cfg = cfg.with_overrides(generations=generations, mode=mode, reward=reward, seed=seed, policy=policy,
                                  reflection_lm=reflection_lm, reflection_api_base=reflection_api_base,
-                                 suite=suite, max_turns=max_turns)
+                                 suite=suite, max_turns=max_turns, task_columns=parse_columns(columns))
         spec = PolicySpec.from_toml(cfg.policy)
         components = load_seed_prompt(cfg.seed_prompt)
+        record = suite_record(cfg)  # reads and checks a task file now: a bad row stops before anything runs
         store = _open_store(db)
         run_name = name or new_run_name(cfg)
         if store.find_run(run_name) is not None:
@@ -205,7 +211,7 @@ def register(app: typer.Typer) -> None:
                 store.create_run(run_name, {"loop": cfg.to_dict(), "policy_spec": spec_dict,
                                             "seed_prompt": components,
                                             "verifier_isolation": session.ctx.verifier.isolation,
-                                            "allow_weak_sandbox": allow_weak_sandbox, **suite_record(cfg), **where})
+                                            "allow_weak_sandbox": allow_weak_sandbox, **record, **where})
                 printer.say(f"run [bold]{run_name}[/bold]: mode {cfg.mode}, reward {cfg.reward}, "
                             f"{cfg.generations} generations, db {store.target.label}")
                 gid, wv, metrics, state = initial_generation(session)

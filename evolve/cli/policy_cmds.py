@@ -18,24 +18,25 @@ SUITES = ("tiny-coder", "humaneval", "tiny-coder-chat", "humaneval-chat")
 
 
 def load_suite_tasks(suite: str, split: str, n: int | None, seed: int, split_seed: int = 0,
-                     max_turns: int | None = None):
-    """(tasks, environment or None): a task file, or a split of an environment (evolve.env).
-    ``max_turns``: as the loop config's (most policy turns per episode; single-turn suites ignore
-    it); None keeps the environment's own default."""
-    if Path(suite).is_file() and not suite.endswith(".py"):  # a task file evolve.verification.load_tasks reads
-        from evolve.verification import load_tasks
-
-        tasks = load_tasks(suite)
-        return (tasks[:n] if n else tasks), None
+                     max_turns: int | None = None, heldout_fraction: float = 0.25,
+                     task_columns: dict[str, str] | None = None):
+    """(tasks, environment): a split of an environment (evolve.env), a user's task file or dataset
+    folder included; ``split`` "all" is every split. ``max_turns``: as the loop config's (most policy
+    turns per episode; single-turn suites ignore it); None keeps the environment's own default."""
     from evolve.env import load_environment
     from evolve.gym.generate import subset
 
-    env = load_environment(suite, split_seed=split_seed, **({} if max_turns is None else {"max_turns": max_turns}))
+    env = load_environment(suite, split_seed=split_seed, heldout_fraction=heldout_fraction, task_columns=task_columns,
+                           **({} if max_turns is None else {"max_turns": max_turns}))
     parts = env.splits()
-    if split not in parts:
-        raise ConfigError(f"suite {suite!r} has splits {', '.join(parts)}, not {split!r}")
-    # The gym's subsets are seeded; HumanEval keeps its order (its first n problems).
-    tasks = subset(parts[split], n, seed) if suite.startswith("tiny") else parts[split][:n]
+    if split == "all":
+        tasks = [t for part in parts.values() for t in part]
+    elif split in parts:
+        tasks = parts[split]
+    else:
+        raise ConfigError(f"suite {suite!r} has splits {', '.join(parts)} (and all), not {split!r}")
+    # The gym's subsets are seeded; HumanEval and a task file keep their order (their first n problems).
+    tasks = subset(tasks, n, seed) if suite.startswith("tiny-coder") else tasks[:n]
     return tasks, env
 
 
@@ -78,8 +79,14 @@ def _from_generation(ref: str, db: str | None, dest: Path):
 def eval_cmd(
     generation: str | None = typer.Argument(None, help="A lineage generation RUN:INDEX (or id) to evaluate."),
     policy: Path | None = typer.Option(None, "--policy", help="A policy spec TOML (instead of GEN)."),
-    suite: str = typer.Option("tiny-coder", "--suite", help=f"Environment: {', '.join(SUITES)}, any evolve.env name (e.g. tiny-coder-chat-repair), a .py environment, or a task file."),
-    split: str = typer.Option("heldout", "--split", help="Suite split (tiny-coder: train | heldout)."),
+    suite: str = typer.Option("tiny-coder", "--suite", help=f"Environment: {', '.join(SUITES)}, any evolve.env name (e.g. tiny-coder-chat-repair), a .py environment, or your own tasks: a .jsonl task file or a dataset folder (save_to_disk)."),
+    split: str = typer.Option("heldout", "--split", help="Suite split: train | heldout | all."),
+    split_seed: int = typer.Option(0, "--split-seed", help="humaneval-chat and your own tasks: the split's seed "
+                                   "(as the loop config's split_seed)."),
+    heldout_fraction: float = typer.Option(0.25, "--heldout-fraction", help="humaneval-chat and your own tasks: "
+                                           "share held out (as the loop config's)."),
+    columns: str | None = typer.Option(None, "--columns", metavar="FIELD=COLUMN,...",
+                                       help="Your own tasks: the column of each task field (e.g. prompt=question)."),
     samples: int = typer.Option(16, "--samples", min=1, help="Samples per task (n in pass@k)."),
     k: str = typer.Option("1,4,16", "--k", help="Comma-separated k values (those above --samples are dropped)."),
     prompt: Path | None = typer.Option(None, "--prompt", help="Seed-prompt TOML; default: GEN's prompt "
@@ -103,7 +110,10 @@ def eval_cmd(
 
     ks = parse_ks(k, samples)
     spec = PolicySpec.from_toml(policy) if policy is not None else None
-    tasks, env = load_suite_tasks(suite, split, n_tasks, seed, max_turns=max_turns)
+    from evolve.env.task_source import parse_columns
+
+    tasks, env = load_suite_tasks(suite, split, n_tasks, seed, split_seed=split_seed, max_turns=max_turns,
+                                  heldout_fraction=heldout_fraction, task_columns=parse_columns(columns))
     if not tasks:
         raise ConfigError(f"suite {suite!r} split {split!r} has no tasks")
     from evolve.verification import Verifier, load_pipeline
@@ -118,11 +128,8 @@ def eval_cmd(
 
             components = dict(load_seed_prompt(prompt).components)
         pol = load_policy(spec, checkpoint_dir=ckpt)
-        from evolve.verification.chat_reply import ChatVerifier
-
-        # ChatVerifier only touches tasks of a chat suite; the others go straight through.
         with Verifier(load_pipeline(str(pipeline)) if pipeline else None, jobs=jobs) as base:
-            verifier = env.wrap_verifier(base) if env is not None else ChatVerifier(base)
+            verifier = env.wrap_verifier(base)
             report = evaluate_pass_at_k(pol, tasks, components, samples, ks, verifier, seed=seed, env=env)
         pol.close()
     report.update({"suite": suite, "split": split, "source": generation or str(policy), "model": spec.model})
