@@ -161,6 +161,8 @@ def register(app: typer.Typer) -> None:
         reflection_api_base: str = typer.Option(None, "--reflection-api-base", help="OpenAI-compatible URL"),
         seed: int = typer.Option(None, "--seed"),
         policy: str = typer.Option(None, "--policy", help="Policy spec TOML (default policies/tiny-coder.toml)."),
+        model: str = typer.Option(None, "--model", help="Run this model (a local HF folder, a .gguf file or a hub "
+                                  "id) with the policy spec's other settings: no copied spec file."),
         suite: str = typer.Option(None, "--suite", help="Environment: a name, a .py file or a module (evolve/env), "
                                   "or your own tasks: a .jsonl task file or a dataset folder (save_to_disk)."),
         columns: str = typer.Option(None, "--columns", metavar="FIELD=COLUMN,...",
@@ -194,6 +196,8 @@ def register(app: typer.Typer) -> None:
                                  reflection_lm=reflection_lm, reflection_api_base=reflection_api_base,
                                  suite=suite, max_turns=max_turns, task_columns=parse_columns(columns))
         spec = PolicySpec.from_toml(cfg.policy)
+        if model:
+            spec = spec.with_model(model)
         components = load_seed_prompt(cfg.seed_prompt)
         record = suite_record(cfg)  # reads and checks a task file now: a bad row stops before anything runs
         store = _open_store(db)

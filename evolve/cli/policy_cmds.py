@@ -79,6 +79,8 @@ def _from_generation(ref: str, db: str | None, dest: Path):
 def eval_cmd(
     generation: str | None = typer.Argument(None, help="A lineage generation RUN:INDEX (or id) to evaluate."),
     policy: Path | None = typer.Option(None, "--policy", help="A policy spec TOML (instead of GEN)."),
+    model: str | None = typer.Option(None, "--model", help="A model (local HF folder, .gguf file or hub id) instead "
+                                     "of GEN: the --policy spec's settings (default: the built-in defaults) on it."),
     suite: str = typer.Option("tiny-coder", "--suite", help=f"Environment: {', '.join(SUITES)}, any evolve.env name (e.g. tiny-coder-chat-repair), a .py environment, or your own tasks: a .jsonl task file or a dataset folder (save_to_disk)."),
     split: str = typer.Option("heldout", "--split", help="Suite split: train | heldout | all."),
     split_seed: int = typer.Option(0, "--split-seed", help="humaneval-chat and your own tasks: the split's seed "
@@ -104,12 +106,14 @@ def eval_cmd(
     """pass@k with the unbiased estimator, per task and overall."""
     from evolve.policy.evaluate import evaluate_pass_at_k, parse_ks
 
-    if (generation is None) == (policy is None):
-        raise ConfigError("give exactly one of GEN (RUN:INDEX) or --policy SPEC")
+    if (generation is None) == (policy is None and model is None):
+        raise ConfigError("give exactly one of GEN (RUN:INDEX) or --policy SPEC / --model MODEL")
     from evolve.policy import PolicySpec, load_policy
 
     ks = parse_ks(k, samples)
     spec = PolicySpec.from_toml(policy) if policy is not None else None
+    if model is not None:
+        spec = (spec or PolicySpec()).with_model(model)
     from evolve.env.task_source import parse_columns
 
     tasks, env = load_suite_tasks(suite, split, n_tasks, seed, split_seed=split_seed, max_turns=max_turns,
@@ -132,7 +136,7 @@ def eval_cmd(
             verifier = env.wrap_verifier(base)
             report = evaluate_pass_at_k(pol, tasks, components, samples, ks, verifier, seed=seed, env=env)
         pol.close()
-    report.update({"suite": suite, "split": split, "source": generation or str(policy), "model": spec.model})
+    report.update({"suite": suite, "split": split, "source": generation or str(policy or model), "model": spec.model})
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
         return

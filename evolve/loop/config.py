@@ -6,7 +6,6 @@ of the lineage, so a run can be resumed, forked and replayed with what it used.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from evolve.loop.selection.configs import (
     selection_from_dict,
     selection_to_dict,
 )
+from evolve.util.toml_files import read_toml
 
 MODES = ("coupled", "weights", "prompt")
 REWARDS = ("verifier", "random")
@@ -170,12 +170,7 @@ class LoopConfig:
     @classmethod
     def from_toml(cls, path: str | Path) -> LoopConfig:
         path = Path(path)
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"config file not found: {path}") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{path}: malformed TOML ({e})") from None
+        data = read_toml(path, not_found="config file not found")  # extends = "other.toml" resolved
         # [loop] holds the loop; a file without it is the loop table itself, less [cluster] (evolve.cluster)
         return cls.from_dict(data.get("loop", {k: v for k, v in data.items() if k != "cluster"}), source=str(path))
 
