@@ -86,8 +86,10 @@ def test_a_model_folder_with_the_spec_generates_as_the_spec_does(tiny_model_dir)
     spec = PolicySpec.from_toml(POLICIES / "tiny-coder-ci.toml")
     prompts = [[{"role": "system", "content": "Write a Python function that solves the task."},
                 {"role": "user", "content": "Take the numbers in xs. Return their sum.\ndef f(xs):\nf([1, 2]) == 3"}]]
+    mine = spec.with_model(str(tiny_model_dir))
+    assert mine.model == str(tiny_model_dir) != spec.model
     texts = []
-    for s in (spec, spec.with_model(str(tiny_model_dir))):
+    for s in (spec, mine):
         pol = load_policy(s)
         try:
             texts.append([c.text for c in pol.generate(prompts, n=3, seed=7)[0]])
