@@ -185,4 +185,4 @@ def test_the_docs_table_lists_every_task_field_and_shows_the_example():
     page = (REPO / "docs" / "environments.md").read_text()
     rows = [line.split("|")[1].strip().strip("`") for line in page.splitlines() if line.startswith("| `")]
     assert sorted(rows) == sorted(TASK_FIELDS) and len(rows) == len(set(rows))
-    assert "docs/examples/tasks.jsonl" in page and "## Your own tasks" in (REPO / "README.md").read_text()
+    assert "docs/examples/tasks.jsonl" in page and "### Your own tasks" in (REPO / "README.md").read_text()
