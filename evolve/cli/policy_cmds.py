@@ -49,6 +49,24 @@ def default_prompt(suite: str) -> dict[str, str]:
     return dict(load_seed_prompt(path).components)
 
 
+def _run_split(generation: str | None, db: str | None, suite: str) -> dict:
+    """GEN's run's split settings when ``suite`` is what it ran on, so `evolve eval RUN:I --suite FILE`
+    evaluates the held-out tasks the run held out; {} otherwise."""
+    if generation is None:
+        return {}
+    from evolve.lineage import LineageStore
+
+    store = LineageStore.open(db, create=False, auto_upgrade=False)
+    try:
+        gen = store.resolve_generation(generation)
+        loop = (store.get_run(store.generation_name(gen).rsplit(":", 1)[0]).config or {}).get("loop", {})
+    finally:
+        store.close()
+    if loop.get("suite") != suite:
+        return {}
+    return {k: loop[k] for k in ("split_seed", "heldout_fraction", "task_columns") if k in loop}
+
+
 def _from_generation(ref: str, db: str | None, dest: Path):
     """(spec, checkpoint dir or None, prompt components) of a committed lineage generation."""
     from evolve.lineage import LineageStore
@@ -83,12 +101,14 @@ def eval_cmd(
                                      "of GEN: the --policy spec's settings (default: the built-in defaults) on it."),
     suite: str = typer.Option("tiny-coder", "--suite", help=f"Environment: {', '.join(SUITES)}, any evolve.env name (e.g. tiny-coder-chat-repair), a .py environment, or your own tasks: a .jsonl task file or a dataset folder (save_to_disk)."),
     split: str = typer.Option("heldout", "--split", help="Suite split: train | heldout | all."),
-    split_seed: int = typer.Option(0, "--split-seed", help="humaneval-chat and your own tasks: the split's seed "
-                                   "(as the loop config's split_seed)."),
-    heldout_fraction: float = typer.Option(0.25, "--heldout-fraction", help="humaneval-chat and your own tasks: "
-                                           "share held out (as the loop config's)."),
+    split_seed: int | None = typer.Option(None, "--split-seed", help="humaneval-chat and your own tasks: the "
+                                          "split's seed (as the loop config's split_seed); default: GEN's run's "
+                                          "when --suite is its suite, else 0."),
+    heldout_fraction: float | None = typer.Option(None, "--heldout-fraction", help="humaneval-chat and your own "
+                                                  "tasks: share held out (default: as --split-seed, else 0.25)."),
     columns: str | None = typer.Option(None, "--columns", metavar="FIELD=COLUMN,...",
-                                       help="Your own tasks: the column of each task field (e.g. prompt=question)."),
+                                       help="Your own tasks: the column of each task field (e.g. prompt=question); "
+                                            "default: as --split-seed, else the field names."),
     samples: int = typer.Option(16, "--samples", min=1, help="Samples per task (n in pass@k)."),
     k: str = typer.Option("1,4,16", "--k", help="Comma-separated k values (those above --samples are dropped)."),
     prompt: Path | None = typer.Option(None, "--prompt", help="Seed-prompt TOML; default: GEN's prompt "
@@ -116,8 +136,9 @@ def eval_cmd(
         spec = (spec or PolicySpec()).with_model(model)
     from evolve.env.task_source import parse_columns
 
-    tasks, env = load_suite_tasks(suite, split, n_tasks, seed, split_seed=split_seed, max_turns=max_turns,
-                                  heldout_fraction=heldout_fraction, task_columns=parse_columns(columns))
+    given = {"split_seed": split_seed, "heldout_fraction": heldout_fraction, "task_columns": parse_columns(columns)}
+    splitting = {**_run_split(generation, db, suite), **{k: v for k, v in given.items() if v is not None}}
+    tasks, env = load_suite_tasks(suite, split, n_tasks, seed, max_turns=max_turns, **splitting)
     if not tasks:
         raise ConfigError(f"suite {suite!r} split {split!r} has no tasks")
     from evolve.verification import Verifier, load_pipeline

@@ -36,9 +36,12 @@ def test_a_task_file_runs_resumes_on_the_same_tasks_and_evaluates(module_sqlite_
     db = module_sqlite_loop_db
     tasks = tmp_path / "mine.jsonl"
     shutil.copy(EXAMPLE, tasks)
-    db.evolve("run", "--config", CI_CONFIG, "--suite", str(tasks), "--name", "mine", "--generations", "1")
+    config_file = tmp_path / "mine.toml"  # the CI config but for the split's seed: one difference
+    config_file.write_text(f'extends = "{CI_CONFIG}"\n[loop]\nsplit_seed = 5\n')
+    db.evolve("run", "--config", str(config_file), "--suite", str(tasks), "--name", "mine", "--generations", "1")
     gens, config = _purposes(db, "mine")
-    held = heldout_ids(IDS, 0, 0.25)
+    held = heldout_ids(IDS, 5, 0.25)
+    assert held != heldout_ids(IDS, 0, 0.25)
     assert config["suite_split"]["heldout"] and set(config["suite_split"]["heldout"]) == held
     assert config["loop"]["suite"] == str(tasks) and config["task_source"]["tasks"] == 10
     assert len(gens) == 2 and gens[0]["heldout"] == held == gens[1]["heldout"]
@@ -56,9 +59,9 @@ def test_a_task_file_runs_resumes_on_the_same_tasks_and_evaluates(module_sqlite_
 
     out = db.evolve("eval", "mine:2", "--suite", str(tasks), "--samples", "2", "--k", "1,2").stdout
     assert "pass@1=" in out and "pass@2=" in out and "(2 tasks x 2 samples)" in out
-    report = json.loads(db.evolve("eval", "mine:2", "--suite", str(tasks), "--split", "all", "--samples", "2",
-                                  "--k", "1,2", "--json").stdout)
-    assert set(report["tasks"]) == set(IDS) and 0 <= report["overall"]["pass@2"] <= 1
+    report = json.loads(db.evolve("eval", "mine:2", "--suite", str(tasks), "--samples", "2", "--k", "1,2",
+                                  "--json").stdout)
+    assert set(report["tasks"]) == held and 0 <= report["overall"]["pass@2"] <= 1  # the run's split, unasked
 
 
 def test_a_dataset_on_disk_with_a_column_mapping_runs_and_evaluates(module_sqlite_loop_db, tmp_path):
@@ -79,5 +82,5 @@ def test_a_dataset_on_disk_with_a_column_mapping_runs_and_evaluates(module_sqlit
     assert config["loop"]["task_columns"]["prompt"] == "question" and set(config["suite_split"]["heldout"]) == held
     assert gens[1]["heldout"] == held and gens[1]["train"] and gens[1]["train"] <= set(ids) - held
     out = db.evolve("eval", "--policy", "policies/tiny-coder-ci.toml", "--suite", str(tmp_path / "problems"),
-                    "--columns", cols, "--samples", "2", "--k", "1,2").stdout
-    assert "pass@2=" in out and "(2 tasks x 2 samples)" in out
+                    "--columns", cols, "--split", "all", "--samples", "2", "--k", "1,2").stdout
+    assert "pass@2=" in out and "(10 tasks x 2 samples)" in out
