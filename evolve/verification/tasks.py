@@ -125,15 +125,13 @@ def map_columns(row: dict, columns: Mapping[str, str] | None) -> dict:
     if isinstance(tid, int) and not isinstance(tid, bool):
         out["task_id"] = str(tid)
     for fld in ("visible_tests", "hidden_tests"):
-        if isinstance(out.get(fld), str):
+        if fld in out and out[fld] is None:
+            del out[fld]  # a dataset's empty cell: no tests of that kind
+        elif isinstance(out.get(fld), str):
             try:
                 out[fld] = json.loads(out[fld])
             except ValueError as e:
                 raise ValueError(f"field {fld!r} is a string but not a JSON list ({str(e)[:60]})") from None
-    if out.get("visible_tests") is None and "visible_tests" in out:
-        del out["visible_tests"]  # a dataset's empty cell
-    if out.get("hidden_tests") is None and "hidden_tests" in out:
-        del out["hidden_tests"]
     return out
 
 
