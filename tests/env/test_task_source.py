@@ -94,7 +94,8 @@ def _dataset(rows: list[dict]):
     # A dataset's own shape: an integer id, other column names, the tests as JSON strings.
     return datasets.Dataset.from_list([
         {"id": i, "question": r["prompt"], "fn": r["entry_point"],
-         "public": json.dumps(r.get("visible_tests", [])), "private": json.dumps(r.get("hidden_tests", [])),
+         "public": json.dumps(r["visible_tests"]) if "visible_tests" in r else None,  # a null cell: no tests
+         "private": json.dumps(r.get("hidden_tests", [])),
          "check": r.get("test")} for i, r in enumerate(rows)])
 
 
@@ -110,7 +111,7 @@ def test_a_dataset_saved_to_disk_is_an_environment(tmp_path):
     assert env.name == "ds" and len(parts["train"]) == 8 and len(parts["heldout"]) == 2
     assert {t.task_id for t in parts["heldout"]} == heldout_ids([str(i) for i in range(10)], 0, 0.25)
     add = next(t for t in parts["train"] + parts["heldout"] if t.entry_point == "add")
-    assert add.check_code and not add.visible_tests  # the null cell of a JSON column is an empty list
+    assert add.check_code and not add.visible_tests  # its null cell of a test column: no tests
     first = next(t for t in parts["train"] + parts["heldout"] if t.task_id == "0")
     assert first.hidden_tests[2].inputs == ([5, -4, 6, -1, 2],) and first.hidden_tests[2].expected == 8
     ds.shuffle(seed=1).flatten_indices().save_to_disk(str(tmp_path / "shuffled"))
