@@ -161,7 +161,13 @@ def register(app: typer.Typer) -> None:
         reflection_api_base: str = typer.Option(None, "--reflection-api-base", help="OpenAI-compatible URL"),
         seed: int = typer.Option(None, "--seed"),
         policy: str = typer.Option(None, "--policy", help="Policy spec TOML (default policies/tiny-coder.toml)."),
-        suite: str = typer.Option(None, "--suite", help="Environment: a name, a .py file or a module (evolve/env)."),
+        model: str = typer.Option(None, "--model", help="Run this model (a local HF folder, a .gguf file or a hub "
+                                  "id) with the policy spec's other settings: no copied spec file."),
+        suite: str = typer.Option(None, "--suite", help="Environment: a name, a .py file or a module (evolve/env), "
+                                  "or your own tasks: a .jsonl task file or a dataset folder (save_to_disk)."),
+        columns: str = typer.Option(None, "--columns", metavar="FIELD=COLUMN,...",
+                                    help="Your own tasks: the column of each task field, e.g. prompt=question,"
+                                         "task_id=id (the config's [loop.task_columns])."),
         max_turns: int = typer.Option(None, "--max-turns", help="Most policy turns of a self-repair episode."),
         allow_weak_sandbox: bool = typer.Option(False, "--allow-weak-sandbox",
                                                 help="Run even where the verifier cannot have its full isolation "
@@ -173,6 +179,7 @@ def register(app: typer.Typer) -> None:
         from rich.markup import escape
 
         from evolve.cluster import ClusterConfig
+        from evolve.env.task_source import parse_columns
         from evolve.loop.config import LoopConfig
         from evolve.loop.power import RUN_TRIALS, config_power, model_key, power_lines
         from evolve.loop.recording import BufferRecorder
@@ -190,9 +197,12 @@ def register(app: typer.Typer) -> None:
         cluster = ClusterConfig.from_toml(config, address=ray) if config else ClusterConfig.from_dict({}, address=ray)
         cfg = cfg.with_overrides(generations=generations, mode=mode, reward=reward, seed=seed, policy=policy,
                                  reflection_lm=reflection_lm, reflection_api_base=reflection_api_base,
-                                 suite=suite, max_turns=max_turns)
+                                 suite=suite, max_turns=max_turns, task_columns=parse_columns(columns))
         spec = PolicySpec.from_toml(cfg.policy)
+        if model:
+            spec = spec.with_model(model)
         components = load_seed_prompt(cfg.seed_prompt)
+        record = suite_record(cfg)  # reads and checks a task file now: a bad row stops before anything runs
         store = _open_store(db)
         run_name = name or new_run_name(cfg)
         if store.find_run(run_name) is not None:
@@ -212,7 +222,7 @@ def register(app: typer.Typer) -> None:
                                             "seed_prompt": components,
                                             "verifier_isolation": session.ctx.verifier.isolation,
                                             "allow_weak_sandbox": allow_weak_sandbox, "power": power,
-                                            **suite_record(cfg), **where})
+                                            **record, **where})
                 printer.say(f"run [bold]{run_name}[/bold]: mode {cfg.mode}, reward {cfg.reward}, "
                             f"{cfg.generations} generations, db {store.target.label}")
                 gid, wv, metrics, state = initial_generation(session)

@@ -18,24 +18,25 @@ SUITES = ("tiny-coder", "humaneval", "tiny-coder-chat", "humaneval-chat")
 
 
 def load_suite_tasks(suite: str, split: str, n: int | None, seed: int, split_seed: int = 0,
-                     max_turns: int | None = None):
-    """(tasks, environment or None): a task file, or a split of an environment (evolve.env).
-    ``max_turns``: as the loop config's (most policy turns per episode; single-turn suites ignore
-    it); None keeps the environment's own default."""
-    if Path(suite).is_file() and not suite.endswith(".py"):  # a task file evolve.verification.load_tasks reads
-        from evolve.verification import load_tasks
-
-        tasks = load_tasks(suite)
-        return (tasks[:n] if n else tasks), None
+                     max_turns: int | None = None, heldout_fraction: float = 0.25,
+                     task_columns: dict[str, str] | None = None):
+    """(tasks, environment): a split of an environment (evolve.env), a user's task file or dataset
+    folder included; ``split`` "all" is every split. ``max_turns``: as the loop config's (most policy
+    turns per episode; single-turn suites ignore it); None keeps the environment's own default."""
     from evolve.env import load_environment
     from evolve.gym.generate import subset
 
-    env = load_environment(suite, split_seed=split_seed, **({} if max_turns is None else {"max_turns": max_turns}))
+    env = load_environment(suite, split_seed=split_seed, heldout_fraction=heldout_fraction, task_columns=task_columns,
+                           **({} if max_turns is None else {"max_turns": max_turns}))
     parts = env.splits()
-    if split not in parts:
-        raise ConfigError(f"suite {suite!r} has splits {', '.join(parts)}, not {split!r}")
-    # The gym's subsets are seeded; HumanEval keeps its order (its first n problems).
-    tasks = subset(parts[split], n, seed) if suite.startswith("tiny") else parts[split][:n]
+    if split == "all":
+        tasks = [t for part in parts.values() for t in part]
+    elif split in parts:
+        tasks = parts[split]
+    else:
+        raise ConfigError(f"suite {suite!r} has splits {', '.join(parts)} (and all), not {split!r}")
+    # The gym's subsets are seeded; HumanEval and a task file keep their order (their first n problems).
+    tasks = subset(tasks, n, seed) if suite.startswith("tiny-coder") else tasks[:n]
     return tasks, env
 
 
@@ -46,6 +47,24 @@ def default_prompt(suite: str) -> dict[str, str]:
     from evolve.prompt.seed import load_seed_prompt
 
     return dict(load_seed_prompt(path).components)
+
+
+def _run_split(generation: str | None, db: str | None, suite: str) -> dict:
+    """GEN's run's split settings when ``suite`` is what it ran on, so `evolve eval RUN:I --suite FILE`
+    evaluates the held-out tasks the run held out; {} otherwise."""
+    if generation is None:
+        return {}
+    from evolve.lineage import LineageStore
+
+    store = LineageStore.open(db, create=False, auto_upgrade=False)
+    try:
+        gen = store.resolve_generation(generation)
+        loop = (store.get_run(store.generation_name(gen).rsplit(":", 1)[0]).config or {}).get("loop", {})
+    finally:
+        store.close()
+    if loop.get("suite") != suite:
+        return {}
+    return {k: loop[k] for k in ("split_seed", "heldout_fraction", "task_columns") if k in loop}
 
 
 def _from_generation(ref: str, db: str | None, dest: Path):
@@ -78,8 +97,18 @@ def _from_generation(ref: str, db: str | None, dest: Path):
 def eval_cmd(
     generation: str | None = typer.Argument(None, help="A lineage generation RUN:INDEX (or id) to evaluate."),
     policy: Path | None = typer.Option(None, "--policy", help="A policy spec TOML (instead of GEN)."),
-    suite: str = typer.Option("tiny-coder", "--suite", help=f"Environment: {', '.join(SUITES)}, any evolve.env name (e.g. tiny-coder-chat-repair), a .py environment, or a task file."),
-    split: str = typer.Option("heldout", "--split", help="Suite split (tiny-coder: train | heldout)."),
+    model: str | None = typer.Option(None, "--model", help="A model (local HF folder, .gguf file or hub id) instead "
+                                     "of GEN: the --policy spec's settings (default: the built-in defaults) on it."),
+    suite: str = typer.Option("tiny-coder", "--suite", help=f"Environment: {', '.join(SUITES)}, any evolve.env name (e.g. tiny-coder-chat-repair), a .py environment, or your own tasks: a .jsonl task file or a dataset folder (save_to_disk)."),
+    split: str = typer.Option("heldout", "--split", help="Suite split: train | heldout | all."),
+    split_seed: int | None = typer.Option(None, "--split-seed", help="humaneval-chat and your own tasks: the "
+                                          "split's seed (as the loop config's split_seed); default: GEN's run's "
+                                          "when --suite is its suite, else 0."),
+    heldout_fraction: float | None = typer.Option(None, "--heldout-fraction", help="humaneval-chat and your own "
+                                                  "tasks: share held out (default: as --split-seed, else 0.25)."),
+    columns: str | None = typer.Option(None, "--columns", metavar="FIELD=COLUMN,...",
+                                       help="Your own tasks: the column of each task field (e.g. prompt=question); "
+                                            "default: as --split-seed, else the field names."),
     samples: int = typer.Option(16, "--samples", min=1, help="Samples per task (n in pass@k)."),
     k: str = typer.Option("1,4,16", "--k", help="Comma-separated k values (those above --samples are dropped)."),
     prompt: Path | None = typer.Option(None, "--prompt", help="Seed-prompt TOML; default: GEN's prompt "
@@ -97,13 +126,19 @@ def eval_cmd(
     """pass@k with the unbiased estimator, per task and overall."""
     from evolve.policy.evaluate import evaluate_pass_at_k, parse_ks
 
-    if (generation is None) == (policy is None):
-        raise ConfigError("give exactly one of GEN (RUN:INDEX) or --policy SPEC")
+    if (generation is None) == (policy is None and model is None):
+        raise ConfigError("give exactly one of GEN (RUN:INDEX) or --policy SPEC / --model MODEL")
     from evolve.policy import PolicySpec, load_policy
 
     ks = parse_ks(k, samples)
     spec = PolicySpec.from_toml(policy) if policy is not None else None
-    tasks, env = load_suite_tasks(suite, split, n_tasks, seed, max_turns=max_turns)
+    if model is not None:
+        spec = (spec or PolicySpec()).with_model(model)
+    from evolve.env.task_source import parse_columns
+
+    given = {"split_seed": split_seed, "heldout_fraction": heldout_fraction, "task_columns": parse_columns(columns)}
+    splitting = {**_run_split(generation, db, suite), **{k: v for k, v in given.items() if v is not None}}
+    tasks, env = load_suite_tasks(suite, split, n_tasks, seed, max_turns=max_turns, **splitting)
     if not tasks:
         raise ConfigError(f"suite {suite!r} split {split!r} has no tasks")
     from evolve.verification import Verifier, load_pipeline
@@ -118,14 +153,11 @@ def eval_cmd(
 
             components = dict(load_seed_prompt(prompt).components)
         pol = load_policy(spec, checkpoint_dir=ckpt)
-        from evolve.verification.chat_reply import ChatVerifier
-
-        # ChatVerifier only touches tasks of a chat suite; the others go straight through.
         with Verifier(load_pipeline(str(pipeline)) if pipeline else None, jobs=jobs) as base:
-            verifier = env.wrap_verifier(base) if env is not None else ChatVerifier(base)
+            verifier = env.wrap_verifier(base)
             report = evaluate_pass_at_k(pol, tasks, components, samples, ks, verifier, seed=seed, env=env)
         pol.close()
-    report.update({"suite": suite, "split": split, "source": generation or str(policy), "model": spec.model})
+    report.update({"suite": suite, "split": split, "source": generation or str(policy or model), "model": spec.model})
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
         return

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evolve.errors import ConfigError
+from evolve.util.toml_files import read_toml
 
 
 class ClusterConfig(BaseModel):
@@ -32,7 +32,7 @@ class ClusterConfig(BaseModel):
     @classmethod
     def from_toml(cls, path: str | Path, address: str | None = None) -> ClusterConfig:
         """The `[cluster]` table of ``path`` (absent = local); ``address`` (``--ray``) selects ray."""
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8")).get("cluster", {}) if path else {}
+        data = read_toml(path, not_found="config file not found").get("cluster", {}) if path else {}
         return cls.from_dict(data, source=str(path or "config"), address=address)
 
     @classmethod

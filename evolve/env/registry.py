@@ -1,4 +1,5 @@
-"""``load_environment(name | path)``: a built-in name from the registry, or a module.
+"""``load_environment(name | path)``: a built-in name from the registry, a user's task file or
+dataset folder (``evolve.env.task_source``), or a module.
 
 A new environment is one file: a module exposing ``load_environment(**options) -> Environment``,
 named by a file path (``path/to/my_env.py``) or a dotted module (``mypkg.my_env``). No core edit.
@@ -18,6 +19,7 @@ from pathlib import Path
 from evolve.env import suites
 from evolve.env.base import Environment
 from evolve.env.repair import RepairEnv
+from evolve.env.task_source import TASK_FILE_SUFFIXES, load_task_source, names_task_source
 from evolve.errors import ConfigError
 
 Factory = Callable[..., Environment]
@@ -62,6 +64,8 @@ def load_environment(name: str, **options) -> Environment:
     """
     if name in ENVIRONMENTS:
         return _call(ENVIRONMENTS[name], options, name)
+    if names_task_source(name):
+        return load_task_source(name, **options)
     module = _import(name)
     factory = getattr(module, "load_environment", None)
     if not callable(factory):
@@ -86,6 +90,9 @@ def _import(name: str):
         path = Path(name)
         if not path.is_file():
             raise ConfigError(f"environment file not found: {name} (known names: {', '.join(sorted(ENVIRONMENTS))})")
+        if path.suffix != ".py":
+            raise ConfigError(f"{name}: neither a .py environment nor a task file ({', '.join(TASK_FILE_SUFFIXES)}) "
+                              "nor a dataset folder saved with save_to_disk")
         key = "evolve_env_" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
         spec = importlib.util.spec_from_file_location(key, path)
         module = importlib.util.module_from_spec(spec)

@@ -6,7 +6,6 @@ of the lineage, so a run can be resumed, forked and replayed with what it used.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from evolve.loop.selection.configs import (
     selection_from_dict,
     selection_to_dict,
 )
+from evolve.util.toml_files import read_toml
 
 MODES = ("coupled", "weights", "prompt")
 REWARDS = ("verifier", "random")
@@ -70,7 +70,9 @@ class LoopConfig:
     policy: str = "policies/tiny-coder.toml"
     """Policy spec (model, backend, sampling, optimizer, GRPO parameters)."""
     suite: str = "tiny-coder-hard"
-    """Environment (``evolve.env.load_environment``): a registered name, a path to a .py file or a
+    """Environment (``evolve.env.load_environment``): a registered name, a user's task file
+    (``.jsonl``/``.jsonl.gz``, the schema of ``evolve verify --tasks``) or Hugging Face dataset folder
+    (``save_to_disk``; see ``task_columns``), a path to a .py file or a
     dotted module exposing ``load_environment(**options)``. Built-in: "tiny-coder" (the gym), "tiny-coder-hard" (its hard tier: the CMP-bug tasks, where
     the base model's groups mostly all fail, plus as many others; see evolve/gym/tiers.py), "humaneval",
     or the chat renderings for pre-trained chat models, "tiny-coder-chat" and "humaneval-chat"
@@ -91,10 +93,14 @@ class LoopConfig:
     """Self-repair environments (``<suite>-repair``): most policy turns per episode (turn 1 writes
     the code, each later one answers the visible tests' failures). Single-turn suites ignore it."""
     split_seed: int = 0
-    """humaneval-chat: seed of the train/held-out split of the 164 problems (the held-out ids are
-    also written into the run config as ``suite_split``)."""
+    """humaneval-chat and a user's task file or dataset: seed of the train/held-out split (the
+    held-out ids are also written into the run config as ``suite_split``)."""
     heldout_fraction: float = 0.25
-    """humaneval-chat: share of the problems held out."""
+    """humaneval-chat and a user's task file or dataset: share of the problems held out."""
+    task_columns: dict[str, str] = field(default_factory=dict)
+    """A user's task file or dataset: which column holds each task field, e.g.
+    ``{prompt = "question", task_id = "id"}`` (``[loop.task_columns]``; unmapped fields are read
+    under their own names; docs/environments.md lists the fields). {} = the rows use the field names."""
     lessons_dir: str = "prompts/lessons"
     """Lesson library of the offline reflector (prompts/lessons/chat holds the chat-model lessons)."""
     max_lessons: int = 3
@@ -164,12 +170,7 @@ class LoopConfig:
     @classmethod
     def from_toml(cls, path: str | Path) -> LoopConfig:
         path = Path(path)
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"config file not found: {path}") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{path}: malformed TOML ({e})") from None
+        data = read_toml(path, not_found="config file not found")  # extends = "other.toml" resolved
         # [loop] holds the loop; a file without it is the loop table itself, less [cluster] (evolve.cluster)
         return cls.from_dict(data.get("loop", {k: v for k, v in data.items() if k != "cluster"}), source=str(path))
 
@@ -206,6 +207,11 @@ class LoopConfig:
         self.selection.validate(bad)
         if self.heldout_final_tasks is not None and self.heldout_final_tasks < 0:
             bad("heldout_final_tasks must be >= 0 (0 = all)")
+        if not isinstance(self.task_columns, dict):
+            bad(f"task_columns must be a table of field = \"column\", got {self.task_columns!r}")
+        from evolve.env.task_source import check_columns
+
+        check_columns(self.task_columns, f"{source}: task_columns")
 
     @property
     def selection_signal(self) -> str:

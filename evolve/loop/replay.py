@@ -16,7 +16,7 @@ from evolve.loop import fingerprint as fp
 from evolve.loop.config import GenerationSeeds, LoopConfig
 from evolve.loop.controller import run_generation
 from evolve.loop.recording import replay_recorder
-from evolve.loop.runner import build_session, initial_outcome, session_from_generation
+from evolve.loop.runner import build_session, check_recorded_tasks, initial_outcome, session_from_generation
 from evolve.util.repro import seed_everything
 
 
@@ -79,6 +79,7 @@ def replay_generation(store, ref: str, say=lambda s: None) -> ReplayReport:
     if gen.parent_id is None:  # generation 0: rebuild the initial state from the run's config
         cfg = LoopConfig.from_recorded(run_row.config["loop"], source=f"run {run_row.name}",
                                       recorded_by=run_row.code_version)
+        check_recorded_tasks(run_row.name, run_row.config, cfg)
         seed_everything(cfg.seed)
         session = build_session(store, run_row.name, cfg, run_row.config["policy_spec"],
                                 run_row.config["seed_prompt"], None, None, recorder, say)

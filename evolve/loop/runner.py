@@ -68,7 +68,7 @@ def environment(cfg: LoopConfig):
     from evolve.env import load_environment
 
     return load_environment(cfg.suite, split_seed=cfg.split_seed, heldout_fraction=cfg.heldout_fraction,
-                            max_turns=cfg.max_turns)
+                            max_turns=cfg.max_turns, task_columns=cfg.task_columns)
 
 
 def load_suite(cfg: LoopConfig, env=None):
@@ -84,8 +84,22 @@ def load_suite(cfg: LoopConfig, env=None):
 
 
 def suite_record(cfg: LoopConfig, env=None) -> dict:
-    """What the run config records about the suite: the held-out ids of a seeded split."""
+    """What the run config records about the suite: the held-out ids of a seeded split (and, for a
+    user's task file or dataset, its tasks' digest: ``task_source``)."""
     return dict(getattr(env or environment(cfg), "record", None) or {})
+
+
+def check_recorded_tasks(run_name: str, config: dict, cfg: LoopConfig) -> None:
+    """A run over a user's task file resumes and replays only on the same tasks: its recorded digest
+    must match the file's now (one line saying so otherwise, before anything is loaded)."""
+    recorded = config.get("task_source")
+    if not recorded:
+        return
+    now = suite_record(cfg).get("task_source", {})
+    if now.get("sha256") != recorded.get("sha256"):
+        raise EvolveError(f"run {run_name}: its tasks {recorded.get('path')} changed since the run was recorded "
+                          f"(sha256 {str(recorded.get('sha256'))[:12]}, now {str(now.get('sha256'))[:12]}); "
+                          "restore that file to resume or replay it")
 
 
 def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_components: dict,
@@ -300,6 +314,7 @@ def session_from_generation(store, run_row, generation, say, recorder=None,
         raise EvolveError(f"generation {run_row.name}:{generation.index} is {generation.status}, not committed")
     config = run_row.config
     cfg = LoopConfig.from_recorded(config["loop"], source=f"run {run_row.name}", recorded_by=run_row.code_version)
+    check_recorded_tasks(run_row.name, config, cfg)
     folder, tmp = materialize_state(store, run_row.name, generation)
     prompt_state, loop_state = read_state_folder(folder)
     session = build_session(store, run_row.name, cfg, config["policy_spec"], config["seed_prompt"],
@@ -309,5 +324,8 @@ def session_from_generation(store, run_row, generation, say, recorder=None,
 
 
 def new_run_name(cfg: LoopConfig) -> str:
-    suite = Path(cfg.suite).stem if cfg.suite.endswith(".py") else cfg.suite.rsplit(".", 1)[-1]
+    if cfg.suite.endswith(".py") or "/" in cfg.suite or Path(cfg.suite).exists():  # a file or folder
+        suite = Path(cfg.suite).name.split(".")[0]
+    else:  # a name or a dotted module
+        suite = cfg.suite.rsplit(".", 1)[-1]
     return f"{suite}-{cfg.mode}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"

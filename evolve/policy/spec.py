@@ -6,13 +6,13 @@ the file and the first pydantic error, so the CLI prints it without a traceback.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evolve.errors import ConfigError
+from evolve.util.toml_files import read_toml
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -185,17 +185,19 @@ class PolicySpec(BaseModel):
 
     @classmethod
     def from_toml(cls, path: str | Path) -> PolicySpec:
+        """A spec file; ``extends = "other.toml"`` reads that one first and merges this one over it
+        (``evolve.util.toml_files``), so a variant states only its differences."""
         path = Path(path)
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: policy spec not found") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{path}: cannot read policy spec: {e}") from None
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"{path}: invalid TOML: {e}") from None
+        data = read_toml(path, not_found="policy spec not found", malformed="invalid TOML")
         data.setdefault("name", path.stem)
         return cls.from_dict(data, source=str(path))
+
+    def with_model(self, model: str, source: str = "--model") -> PolicySpec:
+        """This spec on another model (a local folder, a .gguf file or a hub id): every other setting
+        kept, the name taken from the model, and the old model's file hash dropped."""
+        name = Path(model.rstrip("/")).name or model
+        data = {**self.model_dump(mode="json"), "model": model, "model_sha256": None, "name": name}
+        return PolicySpec.from_dict(data, source=source)
 
     @classmethod
     def from_dict(cls, data: dict, source: str = "policy spec") -> PolicySpec:

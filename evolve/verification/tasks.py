@@ -6,6 +6,7 @@ Task rows:
               hidden_tests: [...], canonical_solution?}
 Sample rows (human-eval / evalplus): {task_id, completion} or {task_id, solution}.
 A malformed line is reported as ``file:line: problem`` and the rest of the file still loads.
+The field-by-field schema is docs/environments.md ("Your own tasks").
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import gzip
 import io
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,6 +83,11 @@ def _tests(raw, where: str) -> tuple[TestCase, ...]:
     return tuple(out)
 
 
+# The fields a task row may have: what a column mapping may map to.
+TASK_FIELDS = ("task_id", "prompt", "entry_point", "test", "visible_tests", "hidden_tests", "canonical_solution",
+               "suite", "meta")
+
+
 def task_from_row(row: dict, suite: str = "") -> Task:
     """Build a Task from one row; ValueError naming the missing or bad field."""
     for key in ("task_id", "prompt", "entry_point"):
@@ -96,29 +103,72 @@ def task_from_row(row: dict, suite: str = "") -> Task:
     if check is None and not visible and not hidden:
         raise ValueError("no tests: give 'test' (HumanEval) or 'visible_tests'/'hidden_tests'")
     gold = row.get("canonical_solution")
+    meta = row.get("meta") or {}
+    if not isinstance(meta, dict):
+        raise ValueError("field 'meta' must be an object")
     return Task(task_id=row["task_id"], prompt=row["prompt"], entry_point=row["entry_point"],
                 visible_tests=visible, hidden_tests=hidden, check_code=check,
                 canonical_solution=gold if isinstance(gold, str) else None,
-                suite=row.get("suite", suite), meta=dict(row.get("meta") or {}))
+                suite=row.get("suite", suite), meta=dict(meta))
 
 
-def load_tasks(path: str | Path, errors: list[str] | None = None) -> list[Task]:
-    """Load a task JSONL (or .jsonl.gz). With ``errors`` given, bad lines are listed there and skipped;
-    otherwise the first one raises ConfigError naming file:line."""
-    path = Path(path)
+def map_columns(row: dict, columns: Mapping[str, str] | None) -> dict:
+    """The row under the schema's field names: ``columns`` maps a field to the row's column holding it.
+    An integer id reads as its decimal string, and a test list may be a JSON string (a dataset column
+    of mixed-type arguments cannot be an Arrow list)."""
+    out = dict(row)
+    for fld, col in (columns or {}).items():
+        if col not in row:
+            raise ValueError(f"no column {col!r} (mapped to field {fld!r}; columns: {', '.join(map(str, row))})")
+        out[fld] = row[col]
+    tid = out.get("task_id")
+    if isinstance(tid, int) and not isinstance(tid, bool):
+        out["task_id"] = str(tid)
+    for fld in ("visible_tests", "hidden_tests"):
+        if fld in out and out[fld] is None:
+            del out[fld]  # a dataset's empty cell: no tests of that kind
+        elif isinstance(out.get(fld), str):
+            try:
+                out[fld] = json.loads(out[fld])
+            except ValueError as e:
+                raise ValueError(f"field {fld!r} is a string but not a JSON list ({str(e)[:60]})") from None
+    return out
+
+
+def _named(msg: str, columns: Mapping[str, str] | None) -> str:
+    """An error about a mapped field also names the column it came from."""
+    for fld, col in (columns or {}).items():
+        if not msg.startswith("no column") and (msg.startswith((f"{fld}[", f"{fld} ")) or f"field {fld!r}" in msg):
+            return f"{msg} (column {col!r})"
+    return msg
+
+
+def tasks_from_rows(rows: Iterable[tuple[str, dict]], suite: str, columns: Mapping[str, str] | None = None,
+                    errors: list[str] | None = None) -> list[Task]:
+    """Tasks of ``(where, row)`` pairs (``where``: ``file:line`` or ``folder: row N``); ids must be unique."""
     tasks, seen = [], set()
-    for n, row in _rows(path, errors):
+    for where, row in rows:
         try:
-            task = task_from_row(row, suite=path.name.split(".")[0])
+            task = task_from_row(map_columns(row, columns), suite=suite)
         except (ValueError, TypeError) as e:
-            _bad(errors, f"{path}:{n}: {e}")
+            _bad(errors, f"{where}: {_named(str(e), columns)}")
             continue
         if task.task_id in seen:
-            _bad(errors, f"{path}:{n}: duplicate task_id {task.task_id!r}")
+            _bad(errors, f"{where}: duplicate task_id {task.task_id!r}")
             continue
         seen.add(task.task_id)
         tasks.append(task)
     return tasks
+
+
+def load_tasks(path: str | Path, errors: list[str] | None = None,
+               columns: Mapping[str, str] | None = None) -> list[Task]:
+    """Load a task JSONL (or .jsonl.gz). With ``errors`` given, bad lines are listed there and skipped;
+    otherwise the first one raises ConfigError naming file:line and the field. ``columns``: see
+    ``map_columns``."""
+    path = Path(path)
+    rows = ((f"{path}:{n}", row) for n, row in _rows(path, errors))
+    return tasks_from_rows(rows, path.name.split(".")[0], columns, errors)
 
 
 def load_samples(path: str | Path, errors: list[str] | None = None) -> list[Sample]:
