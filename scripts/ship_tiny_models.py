@@ -10,8 +10,9 @@ from pathlib import Path
 
 from evolve.policy.tiny.bootstrap import build, is_complete, model_dir
 from evolve.policy.tiny.config import PRESETS, BootstrapConfig
-from evolve.policy.tiny.shipped import FILES, INDEX, ROOT, file_sha256
+from evolve.policy.tiny.shipped import FILES, INDEX, ROOT
 from evolve.util.cpu import cpu_kind
+from evolve.util.hashing import sha256_file
 
 
 def ship(preset: str, runs_dir: Path, root: Path = ROOT) -> Path:
@@ -27,7 +28,7 @@ def ship(preset: str, runs_dir: Path, root: Path = ROOT) -> Path:
     for name in FILES:
         shutil.copyfile(built / name, out / name)
     index = {"preset": preset, "config_hash": cfg.build_hash(), "built_on": cpu_kind(),
-             "sha256": {name: file_sha256(out / name) for name in FILES}}
+             "sha256": {name: sha256_file(out / name) for name in FILES}}
     (out / INDEX).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
     return out
 

@@ -21,7 +21,6 @@ a lock, so it is either absent or complete.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import importlib.util
 import json
 import os
@@ -31,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from evolve.errors import ConfigError, EvolveError
+from evolve.util.hashing import sha256_file
 
 PACKAGE_PREFIX = "package:"
 GGUF_META = "gguf_source.json"
@@ -68,14 +68,6 @@ def package_file(ref: str) -> Path:
         if path.is_file():
             return path
     raise ConfigError(f"model {ref!r}: package {module!r} has no file {rel!r}")
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def gguf_file_of(model: str) -> Path | None:

@@ -5,7 +5,6 @@ into a pristine tree. After one build everything is offline: the cache is the so
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evolve.errors import ConfigError, EvolveError
+from evolve.util.hashing import sha256_file
 
 
 class PackageSpec(BaseModel):
@@ -57,14 +57,6 @@ def load_packages(path: str | Path) -> list[PackageSpec]:
     return specs
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def fetch(spec: PackageSpec, cache: Path, offline: bool = False) -> Path:
     """The sdist file in ``cache/sdists`` (downloaded with pip when missing), sha256 checked."""
     sdists = cache / "sdists"
@@ -80,7 +72,7 @@ def fetch(spec: PackageSpec, cache: Path, offline: bool = False) -> Path:
             found = [p for p in sdists.iterdir() if _matches(p.name, spec)]
     if not found:
         raise EvolveError(f"{spec.key}: pip download gave no sdist")
-    got = sha256_of(found[0])
+    got = sha256_file(found[0])
     if got != spec.sha256:
         raise EvolveError(f"{spec.key}: sha256 {got[:16]}... does not match the pinned {spec.sha256[:16]}...")
     return found[0]

@@ -10,7 +10,6 @@ a few MB): every machine runs the same weights, and a first run needs no 9-minut
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -18,20 +17,13 @@ from pathlib import Path
 
 from evolve.errors import EvolveError
 from evolve.policy.tiny.config import BootstrapConfig
+from evolve.util.hashing import sha256_file
 
 ROOT = Path(__file__).resolve().parent / "shipped"
 INDEX = "SHIPPED.json"
 # What a consumer loads; trained.json (the build's resume marker) stays behind.
 FILES = ("bootstrap.json", "chat_template.jinja", "config.json", "generation_config.json", "model.safetensors",
          "tokenizer.json", "tokenizer_config.json")
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def shipped_dir(cfg: BootstrapConfig, root: Path = ROOT) -> Path | None:
@@ -48,7 +40,7 @@ def install_shipped(cfg: BootstrapConfig, dest: Path, root: Path = ROOT) -> bool
         return False
     index = json.loads((src / INDEX).read_text())
     for name, want in index["sha256"].items():
-        if not (src / name).is_file() or file_sha256(src / name) != want:
+        if not (src / name).is_file() or sha256_file(src / name) != want:
             raise EvolveError(f"shipped model {src.name}: {name} does not match its sha256 in {INDEX} "
                               "(rebuild it with `evolve bootstrap --force`)")
     partial = dest.parent / f".{dest.name}.shipped-{os.getpid()}"
