@@ -3,7 +3,7 @@ reflector against the offline (lesson-library) reflector, same seeds and budget.
 
 Each run is ``configs/ablation.toml`` with the ``prompt-only-sfp`` arm of benchmarks/ablation.py (in-group
 selection, 1024 learning rollouts, full held-out at start and end); the LM arm adds
-``reflection_lm``/``reflection_api_base``. Finished runs are kept under ``--out`` and reused (stoppable,
+``prompt.reflection_lm``/``prompt.api_base``. Finished runs are kept under ``--out`` and reused (stoppable,
 continuable). Per run: held-out pass@1 start/end, every rule the LM wrote (accepted or refused), every
 challenger tried and promoted, and the effect of each promoted lessons text on the base model's held-out
 pass@1 (scored by :class:`reflector_lm.Gym`; "changes nothing" = within 2 points).
@@ -18,12 +18,14 @@ from pathlib import Path
 
 from ablation import ARMS, REPO, merge_arm, run_one, to_toml
 
+from evolve.util.toml_files import merge
+
 ARM = "prompt-only-sfp"
 
 
 def _config(out: Path, name: str, extra: dict, budget: int | None) -> Path:
     loop = merge_arm(tomllib.loads((REPO / "configs" / "ablation.toml").read_text())["loop"], ARMS[ARM])
-    loop.update({"heldout_full_at_start": True, **extra})
+    loop = merge(loop, {"heldout_full_at_start": True, **extra})  # a [loop.prompt] table merges key by key
     if budget:
         loop["max_rollouts"] = budget
     path = out / f"{name}.toml"
@@ -77,8 +79,8 @@ def stage_loop(args, gym_cls, write, load_previous) -> None:
     out = REPO / args.out
     out.mkdir(parents=True, exist_ok=True)
     # a 1.5B on 2 CPU cores answers in minutes: the prompt config's 60 s default would time every call out
-    arms = {"offline": {}, "lm": {"reflection_lm": args.model, "reflection_api_base": args.api_base,
-                                  "reflection_timeout_s": 900}}
+    arms = {"offline": {}, "lm": {"prompt": {"reflection_lm": args.model, "api_base": args.api_base,
+                                             "timeout_s": 900}}}
     arms = {k: v for k, v in arms.items() if k in args.arms.split(",")}
     prev = (load_previous().get("results") or {}).get("loop", {}).get("runs", {})
     rows = {k: v for k, v in prev.items() if v["arm"] not in arms}  # the other arm's finished runs stay

@@ -148,19 +148,30 @@ def _open_store(db: str | None):
     return LineageStore.open(db, create=True, auto_upgrade=True)
 
 
+OVERRIDES = {"allow_extra_args": True, "ignore_unknown_options": True}  # the dotted --loop.X / --policy.X words
+OVERRIDE_HELP = ("Any field can be set by its dotted name after the command: --loop.samples_per_task 8, "
+                 "--loop.prompt.max_merges 0, --policy.sampling.temperature 0.7, --cluster.verifier_actors 4 "
+                 "(`evolve config --fields` lists them; docs/configuration.md).")
+
+
 def register(app: typer.Typer) -> None:
-    @app.command()
+    @app.command(context_settings=OVERRIDES, epilog=OVERRIDE_HELP)
     def run(
-        config: Path = typer.Option(None, "--config", help="Loop config TOML ([loop] table)."),
+        ctx: typer.Context,
+        config: Path = typer.Option(None, "--config", help="Loop config TOML ([loop] table); or give it as the "
+                                    "first word: `evolve run CONFIG`."),
         db: str = typer.Option(None, "--db", help=DB_HELP),
         name: str = typer.Option(None, "--name", help="Run name (default: suite-mode-timestamp)."),
-        generations: int = typer.Option(None, "--generations", help="Generations after generation 0."),
-        mode: str = typer.Option(None, "--mode", help="coupled | weights | prompt"),
-        reward: str = typer.Option(None, "--reward", help="verifier | random (the control)"),
-        reflection_lm: str = typer.Option(None, "--reflection-lm", help="offline, or a litellm model string"),
-        reflection_api_base: str = typer.Option(None, "--reflection-api-base", help="OpenAI-compatible URL"),
-        seed: int = typer.Option(None, "--seed"),
-        policy: str = typer.Option(None, "--policy", help="Policy spec TOML (default policies/tiny-coder.toml)."),
+        generations: int = typer.Option(None, "--generations", help="= --loop.generations"),
+        mode: str = typer.Option(None, "--mode", help="coupled | weights | prompt (= --loop.mode)"),
+        reward: str = typer.Option(None, "--reward", help="verifier | random, the control (= --loop.reward)"),
+        reflection_lm: str = typer.Option(None, "--reflection-lm", help="offline, or a litellm model string "
+                                          "(= --loop.prompt.reflection_lm)"),
+        reflection_api_base: str = typer.Option(None, "--reflection-api-base", help="OpenAI-compatible URL "
+                                                "(= --loop.prompt.api_base)"),
+        seed: int = typer.Option(None, "--seed", help="= --loop.seed"),
+        policy: str = typer.Option(None, "--policy", help="Policy spec TOML, default policies/tiny-coder.toml "
+                                   "(= --loop.policy)."),
         model: str = typer.Option(None, "--model", help="Run this model (a local HF folder, a .gguf file or a hub "
                                   "id) with the policy spec's other settings: no copied spec file."),
         suite: str = typer.Option(None, "--suite", help="Environment: a name, a .py file or a module (evolve/env), "
@@ -168,7 +179,8 @@ def register(app: typer.Typer) -> None:
         columns: str = typer.Option(None, "--columns", metavar="FIELD=COLUMN,...",
                                     help="Your own tasks: the column of each task field, e.g. prompt=question,"
                                          "task_id=id (the config's [loop.task_columns])."),
-        max_turns: int = typer.Option(None, "--max-turns", help="Most policy turns of a self-repair episode."),
+        max_turns: int = typer.Option(None, "--max-turns", help="Most policy turns of a self-repair episode "
+                                      "(= --loop.max_turns)."),
         allow_weak_sandbox: bool = typer.Option(False, "--allow-weak-sandbox",
                                                 help="Run even where the verifier cannot have its full isolation "
                                                      "(bubblewrap + seccomp); the level is recorded in the run."),
@@ -178,9 +190,7 @@ def register(app: typer.Typer) -> None:
         """Run autonomous evolution cycles (the embedded default with no arguments)."""
         from rich.markup import escape
 
-        from evolve.cluster import ClusterConfig
         from evolve.env.task_source import parse_columns
-        from evolve.loop.config import LoopConfig
         from evolve.loop.power import RUN_TRIALS, config_power, model_key, power_lines
         from evolve.loop.recording import BufferRecorder
         from evolve.loop.runner import (
@@ -191,16 +201,18 @@ def register(app: typer.Typer) -> None:
             run_generations,
             suite_record,
         )
-        from evolve.policy import PolicySpec
+        from evolve.loop.run_config import alias_overrides, parse_overrides, resolve
 
-        cfg = LoopConfig.from_toml(config) if config else LoopConfig()
-        cluster = ClusterConfig.from_toml(config, address=ray) if config else ClusterConfig.from_dict({}, address=ray)
-        cfg = cfg.with_overrides(generations=generations, mode=mode, reward=reward, seed=seed, policy=policy,
-                                 reflection_lm=reflection_lm, reflection_api_base=reflection_api_base,
-                                 suite=suite, max_turns=max_turns, task_columns=parse_columns(columns))
-        spec = PolicySpec.from_toml(cfg.policy)
-        if model:
-            spec = spec.with_model(model)
+        given, dotted = parse_overrides(ctx.args)
+        if given and config:
+            raise EvolveError(f"two configs: --config {config} and {given}; give one")
+        aliases = alias_overrides(generations=generations, mode=mode, reward=reward, seed=seed, policy=policy,
+                                  reflection_lm=reflection_lm, reflection_api_base=reflection_api_base,
+                                  suite=suite, max_turns=max_turns)
+        settings = resolve(config or given, aliases + dotted, model=model, ray=ray)
+        cfg, spec, cluster = settings.loop, settings.spec, settings.cluster
+        if columns:
+            cfg = cfg.with_overrides(task_columns=parse_columns(columns))
         components = load_seed_prompt(cfg.seed_prompt)
         record = suite_record(cfg)  # reads and checks a task file now: a bad row stops before anything runs
         store = _open_store(db)
@@ -234,9 +246,11 @@ def register(app: typer.Typer) -> None:
                 session.close()
         typer.echo(f"done: inspect with `evolve lineage {run_name}`, plots with `evolve report {run_name} --out DIR`")
 
-    @app.command()
+    @app.command(context_settings=OVERRIDES, epilog=OVERRIDE_HELP)
     def plan(
-        config: Path = typer.Argument(..., metavar="CONFIG", help="Loop config TOML ([loop] table)."),
+        ctx: typer.Context,
+        config: Path = typer.Argument(..., metavar="CONFIG", help="Loop config TOML ([loop] table), then any "
+                                      "dotted overrides (--loop.samples_per_task 8)."),
         trials: int = typer.Option(None, "--trials", help="Simulated challengers a cell (default 2000)."),
         seed: int = typer.Option(0, "--seed", help="Seed of the simulation."),
         pass_rates: Path = typer.Option(None, "--pass-rates", help="Per-task pass-rate cache (default "
@@ -245,13 +259,35 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """What the config's prompt-promotion test can detect (P(promoted) of a +5 / +10-point lesson and of a
         line that changes nothing), simulated from the suite's per-task pass rates; runs nothing."""
-        from evolve.loop.config import LoopConfig
         from evolve.loop.power import TRIALS, config_power, model_key, power_lines
-        from evolve.policy import PolicySpec
+        from evolve.loop.run_config import parse_overrides, resolve
 
-        cfg = LoopConfig.from_toml(config)
-        table = config_power(cfg, model_key(PolicySpec.from_toml(cfg.policy)), trials or TRIALS, seed, pass_rates)
+        given, dotted = parse_overrides(ctx.args)
+        if given:
+            raise EvolveError(f"{given}: plan takes one CONFIG ({config})")
+        settings = resolve(config, dotted, need_cluster=False)
+        table = config_power(settings.loop, model_key(settings.spec), trials or TRIALS, seed, pass_rates)
         typer.echo(json.dumps(table, indent=1) if as_json else "\n".join(power_lines(table)))
+
+    @app.command("config", context_settings=OVERRIDES, epilog=OVERRIDE_HELP)
+    def config_cmd(
+        ctx: typer.Context,
+        fields: bool = typer.Option(False, "--fields", help="List every dotted setting with its type and meaning."),
+        as_json: bool = typer.Option(False, "--json"),
+    ) -> None:
+        """Print a run's resolved settings ([loop], policy spec, [cluster]) for `evolve config [CONFIG]
+        [--loop.X V ...]`, exactly what `evolve run` with the same words would record; runs nothing."""
+        from evolve.loop.run_config import all_fields, parse_overrides, resolve
+
+        if fields:
+            rows = all_fields()
+            typer.echo(json.dumps(rows, indent=1) if as_json else
+                       "\n".join(f"--{path} ({kind}): {text}" for path, (kind, text) in rows.items()))
+            return
+        given, dotted = parse_overrides(ctx.args)
+        s = resolve(given, dotted)
+        typer.echo(json.dumps({"loop": s.loop.to_dict(), "policy_spec": s.spec.model_dump(mode="json"),
+                               "cluster": s.cluster.model_dump(mode="json")}, indent=1))
 
     @app.command()
     def resume(

@@ -1,5 +1,6 @@
-"""Run configs recorded before ``[loop.selection]`` existed: flat selection keys, and options that
-have since been deleted because they measured worse.
+"""Run configs recorded before ``[loop.selection]`` and ``[loop.prompt]`` existed: flat selection keys,
+options that have since been deleted because they measured worse, and six prompt-evolution settings
+the loop held under names of its own (``MOVED``).
 
 A recorded run resumes and replays under the rules it ran with, or not at all. So an old flat config
 is rewritten into the nested one when every rule it used still exists (the result is the same
@@ -25,10 +26,26 @@ _IN_GROUP_KEYS = ("challenger_pool", "thompson_prior_sd", "evict_below", "promot
                   "promote_margin", "retire_alpha", "evidence_cap")
 _GATE_KEYS = ("minibatch_tasks", "minibatch_samples", "val_tasks", "val_samples", "gate_alpha", "gate_margin")
 _DROPPED = ("challenger_samples", "noninferior_tolerance", *_KEPT_IN_GROUP, *_KEPT_GATE)
+# The loop's own names for prompt-evolution settings -> their one name in [loop.prompt].
+MOVED = {"reflection_lm": "reflection_lm", "reflection_api_base": "api_base", "reflection_timeout_s": "timeout_s",
+         "proposals_per_generation": "proposals_per_step", "lessons_dir": "lessons_dir", "max_lessons": "max_lessons"}
 
 
 def upgrade_recorded(data: dict[str, Any], source: str, recorded_by: str | None = None) -> dict[str, Any]:
     """The nested config equivalent to a recorded one (returned as is when already nested)."""
+    return _nest_prompt(_nest_selection(data, source, recorded_by))
+
+
+def _nest_prompt(data: dict[str, Any]) -> dict[str, Any]:
+    """The loop's flat prompt-evolution keys as the [loop.prompt] table they always configured (the
+    evolver was built from exactly these, every other field at its default, so it is the same config)."""
+    if "prompt" in data or not any(k in data for k in MOVED):
+        return data
+    prompt = {MOVED[k]: v for k, v in data.items() if k in MOVED}
+    return {**{k: v for k, v in data.items() if k not in MOVED}, "prompt": prompt}
+
+
+def _nest_selection(data: dict[str, Any], source: str, recorded_by: str | None) -> dict[str, Any]:
     if not isinstance(data.get("selection", "in_group"), str):
         return data
     old = {**_ABSENT_MEANT, **data}

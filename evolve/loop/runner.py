@@ -107,7 +107,7 @@ def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_compon
                   allow_weak_sandbox: bool = False, cluster=None) -> Session:
     from evolve.cluster import open_cluster
     from evolve.policy import PolicySpec, load_policy
-    from evolve.prompt import PromptEvolutionConfig, PromptEvolver, make_reflector
+    from evolve.prompt import PromptEvolver, make_reflector
 
     spec = PolicySpec.model_validate(spec_dict)
     policy = load_policy(spec, checkpoint_dir=checkpoint_dir)
@@ -116,10 +116,7 @@ def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_compon
     if learn_weights and not policy.can_update:
         say(f"weights frozen: the {spec.backend} backend cannot be trained; prompt evolution only")
         learn_weights = False
-    pconfig = PromptEvolutionConfig(reflection_lm=cfg.reflection_lm, api_base=cfg.reflection_api_base,
-                                    timeout_s=cfg.reflection_timeout_s,
-                                    proposals_per_step=cfg.proposals_per_generation,
-                                    lessons_dir=cfg.lessons_dir, max_lessons=cfg.max_lessons)
+    pconfig = cfg.prompt
     reflector = make_reflector(pconfig, recorder)
     if prompt_state is None:
         evolver = PromptEvolver(pconfig, reflector, Candidate(seed_components))

@@ -1,88 +1,78 @@
-"""Frozen configuration of prompt evolution (one object for the evolver and its reflectors)."""
+"""Frozen configuration of prompt evolution (one object for the evolver and its reflectors).
+
+In a loop config it is the ``[loop.prompt]`` table, every field under the name it has here (the
+evolver records ``to_dict()`` in its state, so these names are also what old states hold).
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from typing import Any
 
-from evolve.errors import ConfigError
+from pydantic import Field
+
+from evolve.util.config_model import ConfigModel, validate_as
 
 
-@dataclass(frozen=True)
-class PromptEvolutionConfig:
+class PromptEvolutionConfig(ConfigModel):
     """Every knob of reflective prompt evolution. All fields are JSON-able."""
 
-    # "offline" (no LM: lesson library + demos), or a litellm model string
-    # ("openai/gpt-4o-mini", "anthropic/...", "hosted_vllm/...").
-    reflection_lm: str = "offline"
-    # OpenAI-compatible server for the reflection LM (e.g. "http://127.0.0.1:8000/v1"); None = provider default.
-    api_base: str | None = None
-    # Name of the environment variable holding the API key (the key itself is never stored or recorded).
-    api_key_env: str | None = None
-    # Sampling temperature and output cap of the reflection LM.
-    temperature: float = 0.7
-    max_tokens: int = 2048
-    # Seconds per LM call, retries after the first failure, and the first backoff (doubled each retry).
-    timeout_s: float = 60.0
-    retries: int = 2
-    backoff_s: float = 1.0
-    # At most this many rollouts go into one reflection request (failures first, then successes for contrast).
-    reflection_minibatch_size: int = 8
-    # Successes kept for contrast inside that minibatch (when available).
-    contrast_successes: int = 2
-    # Per-field truncation of task text, generated output and feedback, in characters.
-    max_field_chars: int = 600
-    # Hard cap on the whole reflective dataset rendered as JSON, in characters (~4 chars per token).
-    max_reflection_chars: int = 12000
-    # At most this many failure-signature groups are summarised in a request.
-    max_signature_groups: int = 12
-    # Proposals returned by one reflection step.
-    proposals_per_step: int = 2
-    # Drafts an LM reflector samples per request (at least proposals_per_step); those its filter refuses
-    # never become proposals (evolve/prompt/reflect/lm_rule.py).
-    reflection_drafts: int = 4
-    # Components a reflector may rewrite ("lessons" and "demos" are also edited by the offline reflector).
-    components: tuple[str, ...] = ("system", "lessons", "demos")
-    # Lesson library folder (prompts/lessons/*.md) for the offline reflector.
-    lessons_dir: str = "prompts/lessons"
-    # At most this many lessons (lines) in the lessons component; the tiny model has a ~256-token context
-    # and was trained on system messages of at most 4 lines (the seed instruction + 3).
-    max_lessons: int = 3
-    # Few-shot demonstrations from verified successes; 0 disables demos (the tiny model cannot use them).
-    max_demos: int = 0
-    # A proposed component longer than this is rejected (never silently cut).
-    max_component_chars: int = 4000
-    # Offer a merge proposal (gepa's common-ancestor merge) when the frontier allows it.
-    use_merge: bool = True
-    # At most this many merge proposals over the whole run.
-    max_merges: int = 5
-    # Budgets: metric calls (one per sample verified for a candidate) and reflection-LM spend. None = unbounded.
-    max_metric_calls: int | None = None
-    max_lm_cost_usd: float | None = None
+    reflection_lm: str = Field(
+        "offline", description="\"offline\" (no LM: lesson library + demos), or a litellm model string "
+        "(\"openai/gpt-4o-mini\", \"anthropic/...\", \"hosted_vllm/...\").")
+    api_base: str | None = Field(
+        None, description="OpenAI-compatible server for the reflection LM (e.g. \"http://127.0.0.1:8000/v1\"); "
+        "None = the provider's default.")
+    api_key_env: str | None = Field(
+        None, description="Name of the environment variable holding the API key (the key itself is never stored "
+        "or recorded).")
+    temperature: float = Field(0.7, ge=0, description="Sampling temperature of the reflection LM.")
+    max_tokens: int = Field(2048, ge=1, description="Output cap of the reflection LM, in tokens.")
+    timeout_s: float = Field(
+        60.0, gt=0, description="Seconds one reflection LM call may take before it is retried: a hosted model "
+        "answers in seconds, a 1.5B served on 2 CPU cores needs minutes (a 1.8k-token prompt and 4 drafts: "
+        "about 4 minutes).")
+    retries: int = Field(2, ge=0, description="Retries of a reflection LM call after its first failure.")
+    backoff_s: float = Field(1.0, ge=0, description="First backoff between retries, in seconds (doubled each "
+                             "retry).")
+    reflection_minibatch_size: int = Field(
+        8, ge=1, description="At most this many rollouts go into one reflection request (failures first, then "
+        "successes for contrast).")
+    contrast_successes: int = Field(2, ge=0, description="Successes kept for contrast inside that minibatch "
+                                    "(when available).")
+    max_field_chars: int = Field(600, ge=1, description="Per-field truncation of task text, generated output and "
+                                 "feedback, in characters.")
+    max_reflection_chars: int = Field(
+        12000, ge=500, description="Hard cap on the whole reflective dataset rendered as JSON, in characters "
+        "(about 4 characters a token).")
+    max_signature_groups: int = Field(12, ge=1, description="At most this many failure-signature groups are "
+                                      "summarised in a request.")
+    proposals_per_step: int = Field(2, ge=1, description="Prompt proposals made by reflection each generation.")
+    reflection_drafts: int = Field(
+        4, ge=1, description="Drafts an LM reflector samples per request (at least proposals_per_step); those its "
+        "filter refuses never become proposals (evolve/prompt/reflect/lm_rule.py).")
+    components: tuple[str, ...] = Field(
+        ("system", "lessons", "demos"), strict=False, description="Components a reflector may rewrite "
+        "(\"lessons\" and \"demos\" are also edited by the offline reflector).")
+    lessons_dir: str = Field("prompts/lessons", description="Lesson library folder (prompts/lessons/*.md) of the "
+                             "offline reflector (prompts/lessons/chat holds the chat-model lessons).")
+    max_lessons: int = Field(
+        3, ge=0, description="At most this many lessons (lines) in the lessons component; the tiny model has a "
+        "~256-token context and was trained on system messages of at most 4 lines (the seed instruction + 3).")
+    max_demos: int = Field(0, ge=0, description="Few-shot demonstrations from verified successes; 0 disables "
+                           "demos (the tiny model cannot use them).")
+    max_component_chars: int = Field(4000, ge=1, description="A proposed component longer than this is rejected "
+                                     "(never silently cut).")
+    use_merge: bool = Field(True, description="Offer a merge proposal (gepa's common-ancestor merge) when the "
+                            "frontier allows it.")
+    max_merges: int = Field(5, ge=0, description="At most this many merge proposals over the whole run.")
+    max_metric_calls: int | None = Field(None, ge=0, description="Budget of metric calls (one per sample "
+                                         "verified for a candidate); None = unbounded.")
+    max_lm_cost_usd: float | None = Field(None, ge=0, description="Budget of reflection-LM spend in US dollars; "
+                                          "None = unbounded.")
 
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["components"] = list(self.components)
-        return d
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
 
     @classmethod
-    def from_dict(cls, d: dict) -> PromptEvolutionConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ConfigError(f"prompt evolution config: unknown field(s) {', '.join(unknown)}")
-        d = dict(d)
-        if "components" in d:
-            d["components"] = tuple(d["components"])
-        cfg = cls(**d)
-        cfg.validate()
-        return cfg
-
-    def validate(self) -> None:
-        if self.reflection_minibatch_size < 1:
-            raise ConfigError("prompt evolution config: reflection_minibatch_size must be >= 1")
-        if self.max_reflection_chars < 500:
-            raise ConfigError("prompt evolution config: max_reflection_chars must be >= 500")
-        if self.proposals_per_step < 1:
-            raise ConfigError("prompt evolution config: proposals_per_step must be >= 1")
-        if self.retries < 0 or self.timeout_s <= 0:
-            raise ConfigError("prompt evolution config: retries must be >= 0 and timeout_s > 0")
+    def from_dict(cls, d: dict[str, Any], source: str = "prompt evolution config") -> PromptEvolutionConfig:
+        return validate_as(cls, d, source)

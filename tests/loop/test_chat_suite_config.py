@@ -26,7 +26,7 @@ def test_humaneval_chat_split_is_recorded_and_used():
 
 def test_smollm2_config_loads_and_bad_fraction_is_one_line():
     cfg = LoopConfig.from_toml("configs/smollm2.toml")
-    assert cfg.suite == "tiny-coder-chat" and cfg.lessons_dir == "prompts/lessons/chat"
+    assert cfg.suite == "tiny-coder-chat" and cfg.prompt.lessons_dir == "prompts/lessons/chat"
     train, heldout, _val, _all_heldout = load_suite(cfg)
     assert len(heldout) == cfg.heldout_tasks and "Signature:" in heldout[0].meta["chat_user"]
     with pytest.raises(ConfigError, match="heldout_fraction"):

@@ -28,7 +28,7 @@ samples_per_task = 4
 heldout_tasks = 3
 heldout_samples = 2
 heldout_ks = [1, 2]
-proposals_per_generation = 1
+prompt.proposals_per_step = 1
 """
 
 

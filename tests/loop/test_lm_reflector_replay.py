@@ -62,12 +62,12 @@ def test_lm_reflection_is_recorded_shown_and_replays_without_the_server(loop_db,
 @pytest.mark.parametrize("loop_db", ["sqlite"], indirect=True)  # the client's timeout: no store in it
 @pytest.mark.parametrize("timeout_s, answered", [(1, False), (30, True)])
 def test_reflection_timeout_comes_from_the_run_config(loop_db, tmp_path, timeout_s, answered):
-    """A reflector on CPU answers in minutes: the config's reflection_timeout_s is what the client waits
+    """A reflector on CPU answers in minutes: the config's prompt.timeout_s is what the client waits
     (the prompt config's 60 s default timed every request of a served 1.5B out, 3 times each)."""
     server = FakeOpenAI(lambda body: ("slow", 3, deterministic_rules(body)))
     try:
         cfg = tmp_path / "c.toml"
-        cfg.write_text(open(CI_CONFIG).read().replace("[loop]", f"[loop]\nreflection_timeout_s = {timeout_s}", 1))
+        cfg.write_text(open(CI_CONFIG).read().replace("[loop]", f"[loop]\nprompt.timeout_s = {timeout_s}", 1))
         loop_db.evolve("run", "--config", str(cfg), "--mode", "prompt", "--name", "slow", "--generations", "1",
                        "--reflection-lm", "openai/local-reflector", "--reflection-api-base", server.url)
     finally:

@@ -180,15 +180,18 @@ def test_report_writes_plots_and_summary(base_run, tmp_path):
 
 
 @pytest.mark.parametrize("content, needle", [
-    ("[loop]\nmode = 'sideways'\n", "mode must be one of"),
+    ("[loop]\nmode = 'sideways'\n", "mode: Input should be 'coupled', 'weights' or 'prompt'"),
     ("[loop]\nbogus_key = 1\n", "unknown key 'bogus_key'"),
     ("[loop\nmode=", "malformed TOML"),
     ("[loop]\ngate_rule = 'coin'\n", "unknown key 'gate_rule'"),
-    ("[loop.selection]\nevict_below = 1.5\n", "selection.evict_below must be in [0, 1)"),
+    ("[loop.selection]\nevict_below = 1.5\n", "selection.evict_below: Input should be less than 1"),
     ("[loop]\nselection_score = 'vibes'\n", "unknown key 'selection_score'"),
-    ("[loop.selection]\ntype = 'gate'\ngate_alpha = 0\n", "selection.gate_alpha must be in (0, 1)"),
-    ("[loop.selection]\nval_tasks = 2\n", "selection.val_tasks does nothing under type 'in_group'"),
-    ("[loop]\nselection = 'gate'\n", "selection must be a table"),
+    ("[loop.selection]\ntype = 'gate'\ngate_alpha = 0\n", "selection.gate_alpha: Input should be greater than 0"),
+    ("[loop.selection]\nval_tasks = 2\n", "unknown key 'selection.val_tasks': not a setting of type 'in_group'"),
+    ("[loop]\nselection = 'gate'\n", "selection: Input should be a valid dictionary"),
+    ("[loop]\nlr = 0.001\n", "unknown key 'lr'; it belongs in policy.optimizer.lr"),  # a foreign key
+    ("[loop]\nsamples_per_task = '8'\n", "samples_per_task: Input should be a valid integer"),  # a bad type
+    ("[loop]\nproposals_per_generation = 2\n", "proposals_per_generation is now prompt.proposals_per_step"),
 ])
 def test_malformed_config_gives_one_line(tmp_path, content, needle):
     from loop_helpers import LoopDB

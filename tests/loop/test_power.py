@@ -160,7 +160,7 @@ def test_plan_prints_the_table_of_a_shipped_config():
 
 @pytest.mark.parametrize("content,needle", [
     ("[loop\n", "malformed TOML"),
-    ("[loop]\nsamples_per_task = 0\n", "samples_per_task must be a positive integer"),
+    ("[loop]\nsamples_per_task = 0\n", "samples_per_task: Input should be greater than or equal to 1"),
     ("[loop]\npolicy = 'policies/nope.toml'\n", "policy spec not found"),
 ])
 def test_plan_on_a_bad_config_is_one_line(tmp_path, content, needle):

@@ -71,12 +71,12 @@ def test_deleted_rules_that_never_applied_do_not_refuse():
 
 
 @pytest.mark.parametrize("table,needle", [
-    ({"type": "in_group", "val_tasks": 4}, "belongs to selection type 'gate'"),
-    ({"type": "gate", "promote_alpha": 0.1}, "belongs to selection type 'in_group'"),
-    ({"type": "in_group", "challengers": 2}, "no selection type has it"),
-    ({"type": "beam"}, "selection.type must be one of"),
-    ({"type": "in_group", "promote_alpha": 1.5}, "selection.promote_alpha must be in"),
-    ({"type": "gate", "val_samples": 0}, "selection.val_samples must be a positive integer"),
+    ({"type": "in_group", "val_tasks": 4}, "'selection.val_tasks': not a setting of type 'in_group' (another type"),
+    ({"type": "gate", "promote_alpha": 0.1}, "'selection.promote_alpha': not a setting of type 'gate' (another type"),
+    ({"type": "in_group", "challengers": 2}, "unknown key 'selection.challengers'"),
+    ({"type": "beam"}, "selection: Input tag 'beam' found using 'type' does not match any of the expected tags"),
+    ({"type": "in_group", "promote_alpha": 1.5}, "selection.promote_alpha: Input should be less than 1"),
+    ({"type": "gate", "val_samples": 0}, "selection.val_samples: Input should be greater than or equal to 1"),
 ])
 def test_a_selection_key_that_does_nothing_is_an_error(table, needle):
     with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace("[", r"\[")):
@@ -84,7 +84,7 @@ def test_a_selection_key_that_does_nothing_is_an_error(table, needle):
 
 
 def test_a_flat_selection_key_is_an_error():
-    with pytest.raises(ConfigError, match=r"unknown key 'val_tasks'.*\[loop.selection\]"):
+    with pytest.raises(ConfigError, match=r"unknown key 'val_tasks'; it belongs in loop.selection.val_tasks"):
         LoopConfig.from_dict({"val_tasks": 4})
 
 

@@ -103,13 +103,13 @@ seed = 0
 policy = "{policy}"
 suite = "humaneval-chat"
 seed_prompt = "prompts/humaneval.toml"
-lessons_dir = "prompts/lessons"
+prompt.lessons_dir = "prompts/lessons"
 tasks_per_generation = 2
 samples_per_task = 2
 heldout_tasks = 1
 heldout_samples = 2
 heldout_ks = [1, 2]
-proposals_per_generation = 1
+prompt.proposals_per_step = 1
 verifier_jobs = 1
 all_fail_groups = "both"
 """

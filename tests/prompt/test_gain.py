@@ -73,8 +73,8 @@ def prompt_only_loop(policy, verifier, train, heldout, generations: int, tasks: 
 
     cfg = LoopConfig(mode="prompt", tasks_per_generation=tasks, samples_per_task=samples, heldout_tasks=len(heldout),
                      heldout_samples=1, heldout_ks=(1,), attribution=False, generations=generations,
-                     proposals_per_generation=3, max_lessons=3)
-    pcfg = PromptEvolutionConfig(proposals_per_step=3, max_lessons=3)
+                     prompt=PromptEvolutionConfig(proposals_per_step=3, max_lessons=3))
+    pcfg = cfg.prompt
     ev = PromptEvolver(pcfg, make_reflector(pcfg, MemoryRecorder()), SEED)
     ctx = LoopContext(cfg, policy, verifier, ev, train, heldout, [], {t.task_id: t for t in train + heldout},
                       learn_weights=False, learn_prompt=True)

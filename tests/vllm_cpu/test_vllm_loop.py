@@ -22,13 +22,13 @@ seed = 0
 policy = "{policy}"
 suite = "tiny-coder-chat"
 seed_prompt = "prompts/chat-coder.toml"
-lessons_dir = "prompts/lessons/chat"
+prompt.lessons_dir = "prompts/lessons/chat"
 tasks_per_generation = 2
 samples_per_task = 2
 heldout_tasks = 2
 heldout_samples = 2
 heldout_ks = [1, 2]
-proposals_per_generation = 1
+prompt.proposals_per_step = 1
 verifier_jobs = 1
 all_fail_groups = "both"
 """

@@ -13,31 +13,17 @@ winner's.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
-from typing import Any, ClassVar
+from typing import Annotated, Literal
 
-from evolve.errors import ConfigError
+from pydantic import Field
 
+from evolve.util.config_model import ConfigModel
 
-def _positive_ints(cfg, names: tuple[str, ...], bad) -> None:
-    for name in names:
-        value = getattr(cfg, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            bad(f"selection.{name} must be a positive integer, got {value!r}")
+_UNIT = {"gt": 0, "lt": 1}  # a level or a probability: (0, 1)
+_FRACTION = {"ge": 0, "lt": 1}  # a margin or a threshold: [0, 1)
 
 
-def _in_range(cfg, names: tuple[str, ...], low: float, high: float, bad, closed_low: bool = False) -> None:
-    for name in names:
-        value = getattr(cfg, name)
-        ok = isinstance(value, int | float) and not isinstance(value, bool) and (
-            (low <= value if closed_low else low < value) and value < high)
-        if not ok:
-            bracket = "[" if closed_low else "("
-            bad(f"selection.{name} must be in {bracket}{low}, {high}), got {value!r}")
-
-
-@dataclass(frozen=True)
-class InGroupSelection:
+class InGroupSelection(ConfigModel):
     """In-group selection (Fast-Slow Training / E-SPL): the incumbent keeps half of every task's
     group of G samples and one challenger from the pool gets the other half (same seed: common random
     numbers); every rollout trains the weights and scores the prompts; a challenger is promoted when
@@ -46,39 +32,31 @@ class InGroupSelection:
     coupled 0.574 against weights-only 0.406 held-out pass@1 on the gym's hard tier
     (benchmarks/results/ablation.json, arm coupled-sfp)."""
 
-    type: ClassVar[str] = "in_group"
-    challenger_pool: int = 4
-    """Most challengers waiting or being measured at once; reflection fills free places."""
-    thompson_prior_sd: float = 0.1
-    """Prior sd of a challenger's mean paired difference, for Thompson allocation (which challenger
-    gets a generation's samples) and eviction; never used by the promotion test."""
-    evict_below: float = 0.3
-    """When reflection has a new proposal and the pool is full, retire ("retired-evicted") the
-    measured challenger with the lowest posterior chance of beating the incumbent if that is below
-    this; 0 = never. Eviction never promotes, so the promotion error rate is unchanged."""
-    promote_alpha: float = 0.1
-    """A challenger whose differences are symmetric about ``promote_margin`` is promoted with
-    probability at most this, over all its looks."""
-    promote_looks: int = 6
-    """Generations a challenger is tested in before it is retired ("retired-cap"); the divisor of
-    promote_alpha per look (union bound)."""
-    promote_margin: float = 0.0
-    """Mean paired difference (challenger - incumbent, per task) a challenger must beat."""
-    retire_alpha: float = 0.2
-    """Level of the mirror test that retires a challenger that is losing."""
-    evidence_cap: int = 96
-    """Paired task differences after which an undecided challenger is retired."""
-
-    def validate(self, bad) -> None:
-        _positive_ints(self, ("challenger_pool", "promote_looks", "evidence_cap"), bad)
-        _in_range(self, ("promote_alpha", "retire_alpha"), 0, 1, bad)
-        _in_range(self, ("evict_below", "promote_margin"), 0, 1, bad, closed_low=True)
-        if not (isinstance(self.thompson_prior_sd, int | float) and self.thompson_prior_sd > 0):
-            bad(f"selection.thompson_prior_sd must be positive, got {self.thompson_prior_sd!r}")
+    type: Literal["in_group"] = Field("in_group", description="The rule: in-group selection.")
+    challenger_pool: int = Field(4, ge=1, description="Most challengers waiting or being measured at once; "
+                                 "reflection fills free places.")
+    thompson_prior_sd: float = Field(
+        0.1, gt=0, description="Prior sd of a challenger's mean paired difference, for Thompson allocation (which "
+        "challenger gets a generation's samples) and eviction; never used by the promotion test.")
+    evict_below: float = Field(
+        0.3, **_FRACTION, description="When reflection has a new proposal and the pool is full, retire "
+        "(\"retired-evicted\") the measured challenger with the lowest posterior chance of beating the incumbent "
+        "if that is below this; 0 = never. Eviction never promotes, so the promotion error rate is unchanged.")
+    promote_alpha: float = Field(
+        0.1, **_UNIT, description="A challenger whose differences are symmetric about promote_margin is "
+        "promoted with probability at most this, over all its looks.")
+    promote_looks: int = Field(
+        6, ge=1, description="Generations a challenger is tested in before it is retired (\"retired-cap\"); the "
+        "divisor of promote_alpha per look (union bound).")
+    promote_margin: float = Field(0.0, **_FRACTION, description="Mean paired difference (challenger - incumbent, "
+                                  "per task) a challenger must beat.")
+    retire_alpha: float = Field(0.2, **_UNIT, description="Level of the mirror test that retires a challenger "
+                                "that is losing.")
+    evidence_cap: int = Field(96, ge=1, description="Paired task differences after which an undecided challenger "
+                              "is retired.")
 
 
-@dataclass(frozen=True)
-class GateSelection:
+class GateSelection(ConfigModel):
     """GEPA's own rule, kept for comparison with the anchor: proposals are rolled out separately on a
     minibatch (GEPA's strictly-better sum), then on fixed validation tasks, both on the new weights
     with the parent re-measured under the same seed; a proposal replaces its parent only when the
@@ -86,57 +64,18 @@ class GateSelection:
     evolve/prompt/gate_rule.py). The winner's evaluation rollouts feed the next weight update.
     Measured: coupled -2.0 points against weights-only (benchmarks/results/ablation.json, coupled-gate)."""
 
-    type: ClassVar[str] = "gate"
-    minibatch_tasks: int = 6
-    """Tasks a proposal is first evaluated on (the reflected-on tasks first)."""
-    minibatch_samples: int = 4
-    """Samples per minibatch task."""
-    val_tasks: int = 16
-    """Validation tasks (train split, fixed) that a proposal passing the minibatch gate must win on."""
-    val_samples: int = 4
-    """Samples per validation task."""
-    gate_alpha: float = 0.2
-    """Level of the sign-flip test: the stated rate at which a line that changes nothing passes."""
-    gate_margin: float = 0.0
-    """Mean paired validation difference a proposal must exceed (strictly)."""
-
-    def validate(self, bad) -> None:
-        _positive_ints(self, ("minibatch_tasks", "minibatch_samples", "val_tasks", "val_samples"), bad)
-        _in_range(self, ("gate_alpha",), 0, 1, bad)
-        _in_range(self, ("gate_margin",), 0, 1, bad, closed_low=True)
+    type: Literal["gate"] = Field("gate", description="The rule: GEPA's minibatch + validation gate.")
+    minibatch_tasks: int = Field(6, ge=1, description="Tasks a proposal is first evaluated on (the reflected-on "
+                                 "tasks first).")
+    minibatch_samples: int = Field(4, ge=1, description="Samples per minibatch task.")
+    val_tasks: int = Field(16, ge=1, description="Validation tasks (train split, fixed) that a proposal passing "
+                           "the minibatch gate must win on.")
+    val_samples: int = Field(4, ge=1, description="Samples per validation task.")
+    gate_alpha: float = Field(0.2, **_UNIT, description="Level of the sign-flip test: the stated rate at which a "
+                              "line that changes nothing passes.")
+    gate_margin: float = Field(0.0, **_FRACTION, description="Mean paired validation difference a proposal must "
+                               "exceed (strictly).")
 
 
-SELECTION_TYPES: dict[str, type] = {c.type: c for c in (InGroupSelection, GateSelection)}
-SelectionConfig = InGroupSelection | GateSelection
-
-
-def selection_from_dict(data: Any, source: str) -> SelectionConfig:
-    """``[loop.selection]`` (a table with ``type``; absent = in_group with its defaults)."""
-    def bad(msg: str) -> None:
-        raise ConfigError(f"{source}: {msg}")
-
-    if isinstance(data, InGroupSelection | GateSelection):
-        return data
-    if not isinstance(data, dict):
-        bad(f"selection must be a table with type = {' | '.join(map(repr, SELECTION_TYPES))}, got {data!r}")
-    values = dict(data)
-    kind = values.pop("type", "in_group")
-    cls = SELECTION_TYPES.get(kind)
-    if cls is None:
-        bad(f"selection.type must be one of {', '.join(SELECTION_TYPES)}, got {kind!r}")
-    known = [f.name for f in fields(cls)]
-    unknown = sorted(set(values) - set(known))
-    if unknown:
-        owner = next((t for t, c in SELECTION_TYPES.items() if unknown[0] in {f.name for f in fields(c)}), None)
-        why = f"it belongs to selection type {owner!r}" if owner else "no selection type has it"
-        bad(f"selection.{unknown[0]} does nothing under type {kind!r} ({why}; {kind} keys: {', '.join(known)})")
-    try:
-        cfg = cls(**values)
-    except TypeError as e:
-        bad(f"selection: {e}")
-    cfg.validate(bad)
-    return cfg
-
-
-def selection_to_dict(cfg: SelectionConfig) -> dict:
-    return {"type": cfg.type, **asdict(cfg)}
+SelectionConfig = Annotated[InGroupSelection | GateSelection, Field(discriminator="type")]
+SELECTION_TYPES: dict[str, type[ConfigModel]] = {"in_group": InGroupSelection, "gate": GateSelection}
