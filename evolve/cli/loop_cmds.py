@@ -193,6 +193,7 @@ def register(app: typer.Typer) -> None:
         from evolve.env.task_source import parse_columns
         from evolve.loop.power import RUN_TRIALS, config_power, model_key, power_lines
         from evolve.loop.recording import BufferRecorder
+        from evolve.loop.run_config import alias_overrides, parse_overrides, resolve
         from evolve.loop.runner import (
             build_session,
             initial_generation,
@@ -201,7 +202,6 @@ def register(app: typer.Typer) -> None:
             run_generations,
             suite_record,
         )
-        from evolve.loop.run_config import alias_overrides, parse_overrides, resolve
 
         given, dotted = parse_overrides(ctx.args)
         if given and config:
