@@ -181,3 +181,8 @@ def test_a_config_recorded_with_flat_prompt_keys_loads_as_the_same_config(name):
     assert got.prompt.timeout_s == recorded["reflection_timeout_s"]
     assert got.prompt.proposals_per_step == recorded["proposals_per_generation"]
     assert LoopConfig.from_recorded(got.to_dict()) == got  # what a new run records reads back as itself
+
+
+def test_the_default_config_file_states_no_default():
+    assert LoopConfig.from_toml(REPO / "configs" / "default.toml") == LoopConfig()
+    assert LoopConfig.from_dict({}) == LoopConfig()
