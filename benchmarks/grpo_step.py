@@ -55,7 +55,7 @@ def bench_ours(model_dir, tasks, g, tokens, steps, score):
     from evolve.prompt.candidate import render_messages
     from evolve.rollout import Rollout
 
-    spec = PolicySpec.from_dict({"model": str(model_dir), "sampling": {"n": g, "max_new_tokens": tokens},
+    spec = PolicySpec.from_dict({"model": str(model_dir), "sampling": {"max_new_tokens": tokens},
                                  "optimizer": {"lr": 1e-4}, "grpo": {"micro_batch_size": len(tasks) * g,
                                                                      "skip_zero_variance": False}})
     policy = load_policy(spec)

@@ -34,7 +34,7 @@ def spec_for(backend: str, finetune: str, device: str, lr: float | None = None, 
 
     base = PolicySpec.from_toml(REPO / "policies" / "smollm2-135m-instruct.toml").model_dump()
     base.update(backend=backend, finetune=finetune, device=device, dtype=dtype)
-    base["sampling"].update(top_p=top_p, stop_after_code_block=code_block_stop, max_new_tokens=tokens, n=4)
+    base["sampling"].update(top_p=top_p, stop_after_code_block=code_block_stop, max_new_tokens=tokens)
     base["optimizer"]["lr"] = lr if lr is not None else LR[finetune]
     base["vllm"] = {"gpu_memory_utilization": 0.3, "max_model_len": 1024, "cpu_kv_cache_gib": 1.0}
     return PolicySpec.from_dict(base)

@@ -84,12 +84,12 @@ def _from_generation(ref: str, db: str | None, dest: Path):
         if wv.artifact_sha:
             ckpt = store.artifacts(run).materialize_dir(wv.artifact_sha, dest / "policy")
             meta = json.loads((Path(ckpt) / POLICY_META).read_text())
-            return PolicySpec.from_dict(meta["spec"], source=f"{ref} policy spec"), Path(ckpt), components
+            return PolicySpec.from_recorded(meta["spec"], source=f"{ref} policy spec"), Path(ckpt), components
         config = store.get_run(run).config or {}
         spec_dict = config.get("policy_spec")
         if not spec_dict:
             raise ConfigError(f"generation {ref} has no checkpoint and its run records no policy spec")
-        return PolicySpec.from_dict(spec_dict, source=f"run {run} policy spec"), None, components
+        return PolicySpec.from_recorded(spec_dict, source=f"run {run} policy spec"), None, components
     finally:
         store.close()
 

@@ -46,7 +46,7 @@ class RolloutActor:
         from evolve.policy.backends.hf import HFBackend
         from evolve.policy.model_io import load_model, load_tokenizer
 
-        spec = PolicySpec.model_validate(spec_dict)
+        spec = PolicySpec.from_recorded(spec_dict)
         torch.set_num_threads(spec.threads)
         tokenizer = load_tokenizer(base_path)
         with torch.random.fork_rng(devices=[]):

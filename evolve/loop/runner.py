@@ -109,7 +109,7 @@ def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_compon
     from evolve.policy import PolicySpec, load_policy
     from evolve.prompt import PromptEvolver, make_reflector
 
-    spec = PolicySpec.model_validate(spec_dict)
+    spec = PolicySpec.from_recorded(spec_dict)
     policy = load_policy(spec, checkpoint_dir=checkpoint_dir)
     record_policy_calls(policy, recorder)
     learn_weights = cfg.mode in ("coupled", "weights")

@@ -37,9 +37,10 @@ class Policy:
     def can_update(self) -> bool:
         return self.updater is not None
 
-    def generate(self, prompts: list[list[dict]], n: int | None = None, seed: int = 0) -> list[list[Sample]]:
+    def generate(self, prompts: list[list[dict]], n: int, seed: int = 0) -> list[list[Sample]]:
+        """``n`` samples per prompt (the loop's G is its ``samples_per_task``)."""
         self.generate_calls += 1
-        return self.backend.generate(prompts, n or self.spec.sampling.n, seed)
+        return self.backend.generate(prompts, n, seed)
 
     def update(self, groups: list[list[Rollout]]) -> UpdateStats:
         if self.updater is None:

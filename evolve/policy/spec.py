@@ -70,7 +70,6 @@ class SamplingSpec(BaseModel):
     temperature: float = Field(1.0, gt=0, description="Softmax temperature; logprobs are those of this distribution.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass (1.0 = off).")
     max_new_tokens: int = Field(128, ge=1, description="Completion length cap; hitting it marks a sample truncated.")
-    n: int = Field(8, ge=1, description="G: samples per task (the GRPO group size).")
     chunk_size: int = Field(64, ge=1, description="Max sequences per `generate` call (memory bound).")
     seed_scope: Literal["batch", "task"] = Field(
         "batch", description="hf backend: \"batch\" = one RNG stream per generate() call, seeded by its seed "
@@ -200,7 +199,20 @@ class PolicySpec(BaseModel):
         return PolicySpec.from_dict(data, source=source)
 
     @classmethod
+    def from_recorded(cls, data: dict, source: str = "recorded policy spec") -> PolicySpec:
+        """A spec a run or checkpoint recorded. One recorded while ``sampling.n`` existed drops it: the
+        loop never read it (G was always ``samples_per_task``), so nothing it ran changes."""
+        sampling = data.get("sampling")
+        if isinstance(sampling, dict) and "n" in sampling:
+            data = {**data, "sampling": {k: v for k, v in sampling.items() if k != "n"}}
+        return cls.from_dict(data, source=source)
+
+    @classmethod
     def from_dict(cls, data: dict, source: str = "policy spec") -> PolicySpec:
+        sampling = data.get("sampling")
+        if isinstance(sampling, dict) and "n" in sampling:  # one knob per meaning
+            raise ConfigError(f"{source}: sampling.n is gone: G (samples per task) is the loop's samples_per_task "
+                              "(--loop.samples_per_task); `evolve eval` takes --samples")
         try:
             return cls.model_validate(data)
         except ValidationError as e:

@@ -20,7 +20,7 @@ def policy(tiny_model_dir):
     from evolve.policy import PolicySpec, load_policy
 
     spec = PolicySpec.from_dict({"model": str(tiny_model_dir), "threads": 1,
-                                 "sampling": {"max_new_tokens": 40, "n": 2}})
+                                 "sampling": {"max_new_tokens": 40}})
     return load_policy(spec)
 
 

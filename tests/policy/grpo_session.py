@@ -38,7 +38,7 @@ def grpo_session(policy, train, heldout, components, verifier, *, steps: int | N
     while (steps is None or step < steps) and (seconds is None or time.perf_counter() - t0 < seconds):
         batch = [train[i] for i in rng.choice(len(train), tasks_per_step, replace=False)]
         messages = [render_messages(components, t) for t in batch]
-        samples = policy.generate(messages, seed=seed * 1_000_003 + step)
+        samples = policy.generate(messages, n=8, seed=seed * 1_000_003 + step)  # G = 8 (was the spec's sampling.n)
         flat = [(t, s) for t, grp in zip(batch, samples, strict=True) for s in grp]
         results = verifier.verify_batch([(t, s.text) for t, s in flat])
         it = iter(results)

@@ -38,7 +38,7 @@ def test_code_block_stop_records_where_each_row_closed_its_block(smollm2_spec):
 def test_sample_cache_resumes_and_survives_a_torn_line(random_model_dir, tmp_path, gym_tasks):
     from evolve.policy import PolicySpec, load_policy
 
-    spec = PolicySpec.from_dict({"model": str(random_model_dir), "sampling": {"max_new_tokens": 4, "n": 2}})
+    spec = PolicySpec.from_dict({"model": str(random_model_dir), "sampling": {"max_new_tokens": 4}})
     policy = load_policy(spec)
     out = tmp_path / "cache.jsonl"
     tasks = gym_tasks[:3]

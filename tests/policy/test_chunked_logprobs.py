@@ -114,7 +114,7 @@ def test_a_frozen_head_always_gets_a_contiguous_input(big_vocab_dir, random_mode
 
     policy = load_policy(PolicySpec.from_dict({
         "model": str(big_vocab_dir), "finetune": "lora", "lora": {"target_modules": ["q_proj", "v_proj"]},
-        "sampling": {"max_new_tokens": 4, "n": 2}}))
+        "sampling": {"max_new_tokens": 4}}))
     _, head = body_and_head(policy.model)
     assert not head.weight.requires_grad
     seen = []

@@ -25,14 +25,14 @@ def _even_rate(policy, prompts, seed):
 def test_grpo_raises_reward_on_heldout_prompts(random_model_dir, advantage, loss_type):
     # Reward 1 when the first completion token id is even: verifiable, about 50% at the start.
     spec = PolicySpec.from_dict({
-        "model": str(random_model_dir), "seed": 1, "sampling": {"n": 8, "max_new_tokens": 3},
+        "model": str(random_model_dir), "seed": 1, "sampling": {"max_new_tokens": 3},
         "optimizer": {"lr": 1e-2}, "grpo": {"advantage": advantage, "loss_type": loss_type},
     })
     policy = load_policy(spec)
     before = _even_rate(policy, HELDOUT, seed=999)
     zero_var = []
     for step in range(20):
-        samples = policy.generate(TRAIN, seed=step)
+        samples = policy.generate(TRAIN, n=8, seed=step)
         groups = [[Rollout(task_id=f"t{g}", group=g, sample_index=j, prompt_version="p", weights_version="w",
                            messages=TRAIN[g], prompt_text=s.prompt_text, completion=s.text,
                            reward=float(s.completion_ids[0] % 2 == 0), prompt_ids=s.prompt_ids,

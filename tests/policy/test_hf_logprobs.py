@@ -94,7 +94,7 @@ def test_tiny_coder_samples_and_logprobs_are_bit_identical_to_the_old_path(tiny_
     {"temperature": 1.3, "top_p": 1.0, "max_new_tokens": 16, "stop_after_code_block": True},
 ])
 def test_random_model_with_top_p_chunks_and_code_block_stop(random_model_dir, sampling):
-    spec = PolicySpec.from_dict({"model": str(random_model_dir), "sampling": {"n": 3, **sampling}})
+    spec = PolicySpec.from_dict({"model": str(random_model_dir), "sampling": {**sampling}})
     _same(load_policy(spec), _prompts(4), 3, seed=3)
 
 

@@ -31,7 +31,7 @@ def server(fake):
 def test_litellm_generates_text_and_cannot_update(fake, server, tmp_path):
     spec = PolicySpec.from_dict({"backend": "litellm", "model": "api",
                                  "litellm": {"model": "openai/local-model", "api_base": server},
-                                 "sampling": {"n": 4, "temperature": 0.5, "max_new_tokens": 64}})
+                                 "sampling": {"temperature": 0.5, "max_new_tokens": 64}})
     policy = load_policy(spec)
     assert policy.can_update is False
     prompts = [[{"role": "system", "content": "Write Python."}, {"role": "user", "content": "task A"}],

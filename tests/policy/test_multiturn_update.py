@@ -20,7 +20,7 @@ EPS_LOW, EPS_HIGH = 0.2, 0.28
 
 def _spec(model_dir, **grpo) -> PolicySpec:
     g = {"old_logprobs": "behaviour", "epsilon_low": EPS_LOW, "epsilon_high": EPS_HIGH, "micro_batch_size": 3, **grpo}
-    return PolicySpec.from_dict({"model": str(model_dir), "sampling": {"n": 4, "max_new_tokens": 16}, "seed": 3,
+    return PolicySpec.from_dict({"model": str(model_dir), "sampling": {"max_new_tokens": 16}, "seed": 3,
                                  "grpo": g})
 
 

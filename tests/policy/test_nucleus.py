@@ -76,7 +76,7 @@ def nucleus_policy(random_model_dir, monkeypatch):
 
     monkeypatch.setattr(TopPLogitsWarper, "__call__", refuse)
     spec = PolicySpec.from_dict({"model": str(random_model_dir), "finetune": "full",
-                                 "sampling": {"n": 3, "temperature": 0.9, "top_p": 0.8, "max_new_tokens": 12}})
+                                 "sampling": {"temperature": 0.9, "top_p": 0.8, "max_new_tokens": 12}})
     return load_policy(spec)
 
 
@@ -117,7 +117,7 @@ def test_every_sampled_token_is_in_the_specs_nucleus(nucleus_policy, random_mode
     """The backend draws with the spec's temperature and top-p: each sampled token is in the nucleus those
     values define (by a full sort: the fixture bars transformers' warper), from a teacher-forced forward."""
     spec = PolicySpec.from_dict({"model": str(random_model_dir), "finetune": "full", "sampling": {
-        "n": 2, "temperature": temperature, "top_p": top_p, "max_new_tokens": 12}})
+        "temperature": temperature, "top_p": top_p, "max_new_tokens": 12}})
     policy = load_policy(spec)  # with nucleus_policy's patches: NucleusSampler draws, transformers' top-p raises
     assert policy.resolved["sampler"] == SAMPLER
     checked = 0

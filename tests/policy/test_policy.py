@@ -18,7 +18,7 @@ PROMPTS = [
 
 
 def _spec(model_dir, **over) -> PolicySpec:
-    base = {"model": str(model_dir), "sampling": {"n": 4, "max_new_tokens": 16}, "seed": 3}
+    base = {"model": str(model_dir), "sampling": {"max_new_tokens": 16}, "seed": 3}
     for key, value in over.items():
         base[key] = {**base.get(key, {}), **value} if isinstance(value, dict) else value
     return PolicySpec.from_dict(base)

@@ -19,7 +19,7 @@ def test_shipped_specs_validate(name):
 
 def test_shipped_spec_values():
     ci = PolicySpec.from_toml(ROOT / "policies" / "tiny-coder-ci.toml")
-    assert ci.bootstrap == {"preset": "ci"} and ci.sampling.n == 4
+    assert ci.bootstrap == {"preset": "ci"}
     gpu = PolicySpec.from_toml(ROOT / "policies" / "qwen2.5-coder-1.5b-lora-vllm.toml")
     assert gpu.finetune == "lora" and gpu.backend == "vllm" and gpu.lora.r == 16
     assert (gpu.grpo.epsilon_low, gpu.grpo.epsilon_high) == (0.16, 0.24)
@@ -44,7 +44,8 @@ def test_spec_is_frozen():
     ("[optimizer]\nlr = 'fast'", "optimizer.lr"),
     ("[lora]\nr = 0", "lora.r"),
     ("threads = 0", "threads"),
-    ("[sampling]\nn = 4\nbogus = 1", "sampling.bogus"),
+    ("[sampling]\ntop_p = 0.9\nbogus = 1", "sampling.bogus"),
+    ("[sampling]\nn = 4", "sampling.n is gone: G (samples per task) is the loop's samples_per_task"),  # one knob
 ])
 def test_malformed_spec_is_one_line_config_error(tmp_path, body, needle):
     path = tmp_path / "bad.toml"
@@ -53,6 +54,15 @@ def test_malformed_spec_is_one_line_config_error(tmp_path, body, needle):
         PolicySpec.from_toml(path)
     msg = str(e.value)
     assert "\n" not in msg and str(path) in msg and needle in msg
+
+
+def test_a_recorded_spec_with_sampling_n_loads_without_it():
+    """Runs and checkpoints recorded while sampling.n existed resume: the loop never read it."""
+    recorded = {**PolicySpec().model_dump(mode="json"), "sampling": {"n": 8, "temperature": 0.5}}
+    spec = PolicySpec.from_recorded(recorded)
+    assert spec.sampling.temperature == 0.5 and "n" not in spec.sampling.model_dump()
+    with pytest.raises(ConfigError, match="sampling.n is gone"):
+        PolicySpec.from_dict(recorded)
 
 
 def test_missing_spec_file(tmp_path):

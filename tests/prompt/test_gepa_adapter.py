@@ -15,7 +15,7 @@ def parts(tiny_model_dir):
     from evolve.verification import Verifier
 
     spec = PolicySpec.from_dict({"model": str(tiny_model_dir), "seed": 0, "threads": 1,
-                                 "sampling": {"temperature": 1.0, "max_new_tokens": 48, "n": 2}})
+                                 "sampling": {"temperature": 1.0, "max_new_tokens": 48}})
     with Verifier(jobs=2) as v:
         yield load_policy(spec), v, load_gym("train", seed=0, n=10)
 
