@@ -83,8 +83,8 @@ class LoopConfig(ConfigModel):
         "(``save_to_disk``; see ``task_columns``), a path to a .py file or a dotted module exposing "
         "``load_environment(**options)``. Built-in: \"tiny-coder\" (the gym), \"tiny-coder-hard\" (its hard "
         "tier: the CMP-bug tasks, where the base model's groups mostly all fail, plus as many others; see "
-        "evolve/gym/tiers.py), \"humaneval\", or the chat renderings for pre-trained chat models, \"tiny- "
-        "coder-chat\" and \"humaneval-chat\" (evolve/gym/chat.py: the task in the user message, replies "
+        "evolve/gym/tiers.py), \"humaneval\", or the chat renderings for pre-trained chat models, "
+        "\"tiny-coder-chat\" and \"humaneval-chat\" (evolve/gym/chat.py: the task in the user message, replies "
         "taken apart by evolve/verification/chat_reply.py).")
     guided_retries: tuple[GuidanceSource, ...] = Field(
         (), strict=False, description=
