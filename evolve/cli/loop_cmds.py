@@ -262,10 +262,9 @@ def register(app: typer.Typer) -> None:
         from evolve.loop.power import TRIALS, config_power, model_key, power_lines
         from evolve.loop.run_config import parse_overrides, resolve
 
-        given, dotted = parse_overrides(ctx.args)
-        if given:
-            raise EvolveError(f"{given}: plan takes one CONFIG ({config})")
-        settings = resolve(config, dotted, need_cluster=False)
+        # click hands CONFIG the first extra word when a dotted one comes first: CONFIG is the bare word
+        given, dotted = parse_overrides([str(config), *ctx.args])
+        settings = resolve(given, dotted, need_cluster=False)
         table = config_power(settings.loop, model_key(settings.spec), trials or TRIALS, seed, pass_rates)
         typer.echo(json.dumps(table, indent=1) if as_json else "\n".join(power_lines(table)))
 

@@ -95,6 +95,7 @@ def _from_generation(ref: str, db: str | None, dest: Path):
 
 
 def eval_cmd(
+    ctx: typer.Context,
     generation: str | None = typer.Argument(None, help="A lineage generation RUN:INDEX (or id) to evaluate."),
     policy: Path | None = typer.Option(None, "--policy", help="A policy spec TOML (instead of GEN)."),
     model: str | None = typer.Option(None, "--model", help="A model (local HF folder, .gguf file or hub id) instead "
@@ -124,8 +125,11 @@ def eval_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON output."),
 ) -> None:
     """pass@k with the unbiased estimator, per task and overall."""
+    from evolve.loop.run_config import override_spec, parse_overrides
     from evolve.policy.evaluate import evaluate_pass_at_k, parse_ks
 
+    # click hands GEN the first extra word when a dotted one comes first: GEN is the bare word among them
+    generation, dotted = parse_overrides([*([generation] if generation else []), *ctx.args])
     if (generation is None) == (policy is None and model is None):
         raise ConfigError("give exactly one of GEN (RUN:INDEX) or --policy SPEC / --model MODEL")
     from evolve.policy import PolicySpec, load_policy
@@ -148,6 +152,7 @@ def eval_cmd(
             spec, ckpt, components = _from_generation(generation, db, Path(tmp))
         else:
             ckpt, components = None, default_prompt(suite)
+        spec = override_spec(spec, dotted, only_policy=True)  # a checkpoint's spec too (its weights stay)
         if prompt is not None:
             from evolve.prompt.seed import load_seed_prompt
 
@@ -183,4 +188,6 @@ def _print_report(report: dict, ks: list[int]) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("eval")(eval_cmd)
+    app.command("eval", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+                epilog="Any policy field can be set by its dotted name: --policy.sampling.temperature 0.7 "
+                       "(`evolve config --fields`).")(eval_cmd)

@@ -82,14 +82,26 @@ def resolve(config: str | Path | None, overrides: list[tuple[str, str]], model: 
     spec = PolicySpec.from_toml(cfg.policy)
     if model:
         spec = spec.with_model(model)
-    if any(name.startswith("policy.") for name, _ in overrides):
-        spec = PolicySpec.from_dict(_override(spec.model_dump(mode="json"), PolicySpec, "policy", overrides),
-                                    source="command line")
+    spec = override_spec(spec, overrides)
     cluster = None
     if need_cluster:
         table = _override(dict(data.get("cluster") or {}), ClusterConfig, "cluster", overrides)
         cluster = ClusterConfig.from_dict(table, source=str(config or "command line"), address=ray)
     return RunSettings(cfg, spec, cluster)
+
+
+def override_spec(spec, overrides: list[tuple[str, str]], only_policy: bool = False):
+    """``spec`` with the ``--policy.*`` overrides applied (``only_policy``: any other root is an error,
+    for commands that take a policy and no loop config: `evolve eval`)."""
+    from evolve.policy import PolicySpec
+
+    other = next((name for name, _ in overrides if not name.startswith("policy.")), None) if only_policy else None
+    if other:
+        raise ConfigError(f"--{other}: this command takes a policy spec: only --policy.NAME settings")
+    if not any(name.startswith("policy.") for name, _ in overrides):
+        return spec
+    data = _override(spec.model_dump(mode="json"), PolicySpec, "policy", overrides)
+    return PolicySpec.from_dict(data, source="command line")
 
 
 def alias_overrides(**flags: Any) -> list[tuple[str, str]]:

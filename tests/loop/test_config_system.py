@@ -186,3 +186,26 @@ def test_a_config_recorded_with_flat_prompt_keys_loads_as_the_same_config(name):
 def test_the_default_config_file_states_no_default():
     assert LoopConfig.from_toml(REPO / "configs" / "default.toml") == LoopConfig()
     assert LoopConfig.from_dict({}) == LoopConfig()
+
+
+# ---- plan and eval -------------------------------------------------------------------------------------
+
+def test_plan_takes_overrides_before_or_after_its_config():
+    for words in (["configs/ci.toml", "--loop.tasks_per_generation", "3"],
+                  ["--loop.tasks_per_generation=3", "configs/ci.toml"]):  # click would hand CONFIG the first word
+        proc = evolve("plan", *words, "--trials", "10", "--json")
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["shape"].startswith("in_group: 3 tasks x"), words
+
+
+def test_eval_takes_policy_overrides_only(monkeypatch):
+    monkeypatch.chdir(REPO)
+    from evolve.loop.run_config import override_spec
+
+    spec = PolicySpec.from_toml("policies/tiny-coder-ci.toml")
+    assert override_spec(spec, [("policy.sampling.temperature", "0.5")], only_policy=True).sampling.temperature == 0.5
+    with pytest.raises(ConfigError, match="--loop.seed: this command takes a policy spec"):
+        override_spec(spec, [("loop.seed", "3")], only_policy=True)
+    proc = evolve("eval", "--policy", "policies/tiny-coder-ci.toml", "--policy.sampling.temprature", "0.5")
+    assert proc.returncode == 2 and proc.stderr.strip() == \
+        "error: --policy.sampling.temprature: no such setting (`evolve config --fields` lists them)"
