@@ -164,7 +164,7 @@ def test_targets_follow_the_figures():
 def test_bad_config_is_a_one_line_error(tmp_path):
     with pytest.raises(ConfigError, match="unknown bootstrap config keys"):
         BootstrapConfig.from_dict({"stesp": 10})
-    with pytest.raises(ConfigError, match="must be int"):
+    with pytest.raises(ConfigError, match="steps: Input should be a valid integer"):
         BootstrapConfig.from_dict({"steps": "many"})
     with pytest.raises(ConfigError, match="preset"):
         BootstrapConfig.preset("huge")
