@@ -28,7 +28,7 @@ def api_policy(tmp_path):
     spec = tmp_path / "api.toml"
     spec.write_text(f'backend = "litellm"\nmodel = "api"\n[litellm]\nmodel = "openai/local-coder"\n'
                     f'api_base = "{server.url}"\ntimeout = 20\nnum_retries = 0\n'
-                    '[sampling]\ntemperature = 1.0\nmax_new_tokens = 64\nn = 4\n')
+                    '[sampling]\ntemperature = 1.0\nmax_new_tokens = 64\n')
     yield server, spec
     server.stop()
 

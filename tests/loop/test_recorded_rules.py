@@ -107,6 +107,7 @@ def _swap_loop_config(db: Path, run: str, loop: dict) -> None:
     (raw,) = con.execute("select config from run where name = ?", (run,)).fetchone()
     config = json.loads(raw)
     config["loop"] = loop
+    config["policy_spec"]["sampling"]["n"] = 4  # that version's spec had sampling.n too (dropped on load)
     con.execute("update run set config = ? where name = ?", (json.dumps(config), run))
     con.commit()
     con.close()
