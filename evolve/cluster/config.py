@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from evolve.errors import ConfigError
+from evolve.util.config_model import validate_as
 from evolve.util.toml_files import read_toml
 
 
@@ -40,12 +41,7 @@ class ClusterConfig(BaseModel):
         data = dict(data or {})
         if address:
             data.update(backend="ray", address=address)
-        try:
-            cfg = cls.model_validate(data)
-        except ValidationError as e:
-            err = e.errors()[0]
-            where = ".".join(str(x) for x in err["loc"]) or "cluster"
-            raise ConfigError(f"{source}: [cluster] {where}: {err['msg']}") from None
+        cfg = validate_as(cls, data, source, "cluster")
         if cfg.backend == "ray" and not cfg.address:
             raise ConfigError(f"{source}: [cluster] backend = \"ray\" needs an address (or --ray ADDRESS)")
         return cfg

@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from evolve.errors import ConfigError
+from evolve.util.config_model import validate_as
 from evolve.util.toml_files import read_toml
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -213,11 +214,4 @@ class PolicySpec(BaseModel):
         if isinstance(sampling, dict) and "n" in sampling:  # one knob per meaning
             raise ConfigError(f"{source}: sampling.n is gone: G (samples per task) is the loop's samples_per_task "
                               "(--loop.samples_per_task); `evolve eval` takes --samples")
-        try:
-            return cls.model_validate(data)
-        except ValidationError as e:
-            err = e.errors()[0]
-            loc = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"
-            msg = err.get("msg", "invalid").replace("Value error, ", "")
-            more = f" (+{len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
-            raise ConfigError(f"{source}: {loc}: {msg}{more}") from None
+        return validate_as(cls, data, source)

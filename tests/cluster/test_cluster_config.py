@@ -21,7 +21,7 @@ def test_default_is_local_and_ray_needs_an_address(tmp_path):
 
 
 @pytest.mark.parametrize("body, message", [
-    ('backend = "ray"\naddress = "x:1"\nfoo = 1', "foo: Extra inputs"),
+    ('backend = "ray"\naddress = "x:1"\nfoo = 1', "unknown key 'cluster.foo'"),
     ('backend = "slurm"', "backend: Input should be"),
     ('backend = "ray"\naddress = "x:1"\nverifier_actors = 0', "verifier_actors"),
 ])
