@@ -67,7 +67,7 @@ def test_reflection_timeout_comes_from_the_run_config(loop_db, tmp_path, timeout
     server = FakeOpenAI(lambda body: ("slow", 3, deterministic_rules(body)))
     try:
         cfg = tmp_path / "c.toml"
-        cfg.write_text(open(CI_CONFIG).read().replace("[loop]", f"[loop]\nprompt.timeout_s = {timeout_s}", 1))
+        cfg.write_text(open(CI_CONFIG).read().replace("[loop.prompt]", f"[loop.prompt]\ntimeout_s = {timeout_s}", 1))
         loop_db.evolve("run", "--config", str(cfg), "--mode", "prompt", "--name", "slow", "--generations", "1",
                        "--reflection-lm", "openai/local-reflector", "--reflection-api-base", server.url)
     finally:
