@@ -107,6 +107,12 @@ class LoopConfig:
     """Most lessons (lines) the offline reflector keeps in the prompt."""
     pipeline: str | None = None
     """Verifier pipeline TOML; None = the built-in default."""
+    verifier_version: str | None = None
+    """A verifier version file written by `evolve augment` (JSON): its added tests join the hidden tests
+    of the tasks it names, so training rewards and held-out verdicts come from the augmented tests;
+    held-out pass@k is also reported under the tasks' own tests (``heldout_original``, with the gap).
+    The run records the version's hash and provenance (``verifier_version`` in its config); resume and
+    replay refuse a file that holds another version. None = the tasks' own tests."""
     seed_prompt: str = "prompts/tiny-coder.toml"
     """Seed prompt candidate (TOML with a [components] table)."""
     tasks_per_generation: int = 8
@@ -207,6 +213,9 @@ class LoopConfig:
         self.selection.validate(bad)
         if self.heldout_final_tasks is not None and self.heldout_final_tasks < 0:
             bad("heldout_final_tasks must be >= 0 (0 = all)")
+        if self.verifier_version is not None and (not isinstance(self.verifier_version, str)
+                                                  or not self.verifier_version.strip()):
+            bad(f"verifier_version must be the path of a verifier version file, got {self.verifier_version!r}")
         if not isinstance(self.task_columns, dict):
             bad(f"task_columns must be a table of field = \"column\", got {self.task_columns!r}")
         from evolve.env.task_source import check_columns
