@@ -12,8 +12,11 @@ Not augmented: tasks whose check is recorded and replayed (its asserts are not p
 result, e.g. HumanEval/32 checks that a root is a root, so the gold's output is not the only right one).
 
 The version file (JSON, ``FORMAT``) holds the added tests in the sandbox codec's tagged JSON (a tuple
-stays a tuple), the source verifier's version hash, the seed and the counts; ``apply_version`` turns
-it into tasks for ``Verifier`` and refuses a file made from other tasks or another pipeline.
+stays a tuple), the source verifier's version hash, each augmented task's digest (``task_digests``:
+what its tests were computed from), the seed and the counts; its ``version`` hashes the tests and the
+digests. ``apply_version`` turns it into tasks for ``Verifier`` and refuses a file made from other
+tasks or another pipeline (`evolve verify --augmented`); ``versioned_tasks`` applies it to any subset
+of a suite's tasks in any order, task by task (the loop's splits, `evolve eval`).
 """
 
 from __future__ import annotations

@@ -133,8 +133,11 @@ def test_a_bad_or_foreign_version_file_is_one_line_and_runs_nothing(module_sqlit
         store.close()
 
 
-def test_eval_reports_both_versions(module_sqlite_loop_db, setup):
-    db, (_tmp, _config, version, _originals, _augmented) = module_sqlite_loop_db, setup
+def test_eval_and_the_report_show_both_versions(module_sqlite_loop_db, setup):
+    db, (tmp, _config, version, _originals, _augmented) = module_sqlite_loop_db, setup
+    db.evolve("report", "vv", "--out", str(tmp / "report"))
+    summary = (tmp / "report" / "summary.md").read_text()
+    assert "| gen | augmented pass@1 | own tests pass@1 | gap |" in summary and "\n| 1 | " in summary, summary
     report = json.loads(db.evolve("eval", "vv:1", "--suite", "tiny-coder", "--split", "train", "--tasks", "3",
                                   "--samples", "2", "--k", "1", "--pipeline", str(PIPELINE), "--verifier-version",
                                   str(version), "--json").stdout)
