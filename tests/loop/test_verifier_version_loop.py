@@ -22,6 +22,8 @@ from evolve.verification import Task, TestCase, Verifier, load_pipeline
 from evolve.verification.augment import TaskAugment, read_version, version_doc, write_version
 from evolve.verification.selfcheck import SelfCheckReport
 
+pytestmark = pytest.mark.slow  # two generations of the default tiny model, a replay and an eval: ~1-4 min
+
 PIPELINE = REPO / "verifiers" / "humaneval.toml"
 POLICY = REPO / "policies" / "tiny-coder.toml"
 NEVER = "no solution returns this"
