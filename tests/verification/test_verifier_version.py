@@ -56,6 +56,11 @@ def test_a_version_applies_to_a_suites_tasks_in_any_order_and_refuses_other_task
         versioned_tasks(version_file, [changed])
     with pytest.raises(ConfigError, match="adds tests to none of these tasks"):
         versioned_tasks(version_file, [other])
+    garbage = version_file.parent / "garbage.json"
+    garbage.write_text("{not json")
+    for bad in (garbage, version_file.parent / "missing.json"):
+        with pytest.raises(ConfigError, match="not a readable verifier version"):
+            versioned_tasks(bad, [WEAK])
 
 
 def test_a_version_without_task_digests_still_verifies_but_is_refused_in_the_loop(version_file, tmp_path, verifier):
