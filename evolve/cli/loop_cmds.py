@@ -102,6 +102,12 @@ def gate_text(m: dict) -> str:
     return ("; proposals: " + "; ".join(items)) if items else ""
 
 
+def original_text(o: dict) -> str:
+    """Under a verifier version: held-out pass@1 under the tasks' own tests and the gap to the augmented
+    figure ("the policy learned to pass weak tests" shows as a growing gap)."""
+    return f"own tests pass@1 {o['pass@1']:.3f} (gap {o['gap']['pass@1']:+.3f})"
+
+
 def status_line(index: int, m: dict, prompt, previous: float | None, new: list[str] | None = None) -> str:
     held = m["heldout"]["pass@1"]
     delta = f" ({held - previous:+.3f})" if previous is not None else ""
@@ -121,6 +127,8 @@ def status_line(index: int, m: dict, prompt, previous: float | None, new: list[s
                      f"{m.get('proposals', 0)} passed the minibatch gate){gate_text(m)}")
     else:
         parts.append("prompt frozen")
+    if m.get("heldout_original"):
+        parts.append(original_text(m["heldout_original"]))
     if not levers.get("weights", True):
         parts.append("weights frozen")
     elif update:
@@ -186,6 +194,10 @@ def register(app: typer.Typer) -> None:
                                                      "(bubblewrap + seccomp); the level is recorded in the run."),
         ray: str = typer.Option(None, "--ray", metavar="ADDRESS",
                                 help="Verify and roll out on the Ray cluster at ADDRESS ([cluster] backend = \"ray\")."),
+        verifier_version: str = typer.Option(None, "--verifier-version", metavar="FILE",
+                                             help="Train and evaluate with a verifier version written by `evolve "
+                                                  "augment` (the config's verifier_version); held-out is also "
+                                                  "reported under the tasks' own tests."),
     ) -> None:
         """Run autonomous evolution cycles (the embedded default with no arguments)."""
         from rich.markup import escape
@@ -201,6 +213,7 @@ def register(app: typer.Typer) -> None:
             new_run_name,
             run_generations,
             suite_record,
+            version_config,
         )
 
         given, dotted = parse_overrides(ctx.args)
@@ -208,13 +221,16 @@ def register(app: typer.Typer) -> None:
             raise EvolveError(f"two configs: --config {config} and {given}; give one")
         aliases = alias_overrides(generations=generations, mode=mode, reward=reward, seed=seed, policy=policy,
                                   reflection_lm=reflection_lm, reflection_api_base=reflection_api_base,
-                                  suite=suite, max_turns=max_turns)
+                                  suite=suite, max_turns=max_turns,
+                                  verifier_version=verifier_version)
         settings = resolve(config or given, aliases + dotted, model=model, ray=ray)
         cfg, spec, cluster = settings.loop, settings.spec, settings.cluster
         if columns:
             cfg = cfg.with_overrides(task_columns=parse_columns(columns))
         components = load_seed_prompt(cfg.seed_prompt)
         record = suite_record(cfg)  # reads and checks a task file now: a bad row stops before anything runs
+        # the verifier version too: a bad, edited or foreign file stops here, and the run records which it is
+        record.update(version_config(cfg))
         store = _open_store(db)
         run_name = name or new_run_name(cfg)
         if store.find_run(run_name) is not None:
@@ -239,7 +255,9 @@ def register(app: typer.Typer) -> None:
                             f"{cfg.generations} generations, db {store.target.label}")
                 gid, wv, metrics, state = initial_generation(session)
                 printer.say(status_line(0, metrics, None, None).split(" | train")[0]
-                            + f" | held-out pass@1 {metrics['heldout']['pass@1']:.3f} (initial)")
+                            + f" | held-out pass@1 {metrics['heldout']['pass@1']:.3f} (initial)"
+                            + (f" | {original_text(metrics['heldout_original'])}"
+                               if metrics.get("heldout_original") else ""))
                 printer.previous = metrics["heldout"]["pass@1"]
                 run_generations(session, gid, wv, metrics, state, cfg.generations, on_generation=printer)
             finally:

@@ -121,6 +121,10 @@ def eval_cmd(
                                          "multi-turn environment (<suite>-repair, repo-fix), as the loop config's "
                                          "max_turns; default: the environment's own. Single-turn suites ignore it."),
     pipeline: Path | None = typer.Option(None, "--pipeline", help="Verification pipeline TOML."),
+    verifier_version: Path | None = typer.Option(None, "--verifier-version", metavar="FILE",
+                                                 help="A verifier version written by `evolve augment`: pass@k "
+                                                      "under its augmented tests and under the tasks' own, "
+                                                      "with the gap."),
     db: str | None = typer.Option(None, "--db", help="Lineage database (for GEN)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON output."),
 ) -> None:
@@ -145,6 +149,12 @@ def eval_cmd(
     tasks, env = load_suite_tasks(suite, split, n_tasks, seed, max_turns=max_turns, **splitting)
     if not tasks:
         raise ConfigError(f"suite {suite!r} split {split!r} has no tasks")
+    originals, version = {}, None
+    if verifier_version is not None:  # read and matched to the tasks before any model is loaded
+        from evolve.verification.augment import versioned_tasks
+
+        v = versioned_tasks(verifier_version, tasks)
+        tasks, originals, version = [v.tasks.get(t.task_id, t) for t in tasks], v.originals, v.record
     from evolve.verification import Verifier, load_pipeline
 
     with tempfile.TemporaryDirectory(prefix="evolve-eval-") as tmp:
@@ -160,9 +170,12 @@ def eval_cmd(
         pol = load_policy(spec, checkpoint_dir=ckpt)
         with Verifier(load_pipeline(str(pipeline)) if pipeline else None, jobs=jobs) as base:
             verifier = env.wrap_verifier(base)
-            report = evaluate_pass_at_k(pol, tasks, components, samples, ks, verifier, seed=seed, env=env)
+            report = evaluate_pass_at_k(pol, tasks, components, samples, ks, verifier, seed=seed, env=env,
+                                        originals=originals)
         pol.close()
     report.update({"suite": suite, "split": split, "source": generation or str(policy or model), "model": spec.model})
+    if version is not None:
+        report["verifier_version"] = version
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
         return
@@ -185,6 +198,13 @@ def _print_report(report: dict, ks: list[int]) -> None:
         con.print("failures: " + ", ".join(f"{c} {n}" for c, n in report["failure_classes"].items()))
     for key in ks:
         con.print(f"pass@{key}={report['overall'][f'pass@{key}']:.4f}")
+    own = report.get("original")
+    if own:  # a verifier version: the table is under its tests; the tasks' own tests and the gap
+        con.print(f"verifier version {report['verifier_version']['version'][:12]}: "
+                  f"{report['verifier_version']['tasks_augmented_here']} of these tasks augmented; "
+                  f"{own['reverified']} failing samples verified again on their own tests")
+        for key in ks:
+            con.print(f"own tests pass@{key}={own['overall'][f'pass@{key}']:.4f} (gap {own['gap'][f'pass@{key}']:+.4f})")
 
 
 def register(app: typer.Typer) -> None:

@@ -185,11 +185,31 @@ def task_scores(rollouts: list[Rollout], by: str = "reward") -> dict[str, float]
     return {t: float(np.mean(v)) for t, v in sums.items()}
 
 
-def pass_at_k_rows(rollouts: list[Rollout], ks) -> dict[str, dict]:
-    """Per task (first-seen order): {"n", "c", "pass@k"...} with the unbiased estimator."""
+def passed_before_augmentation(verifier: Verifying, originals: dict[str, Task],
+                               rollouts: list[Rollout]) -> tuple[list[bool], int]:
+    """Each rollout's verdict under its task's own tests, when a verifier version added tests to the task
+    (``originals``: task id -> the task before), and how many samples were verified again for it.
+
+    The added tests come after the task's own, so the augmented run is a superset: a sample that passed
+    it passed its task's own tests (the same calls, in the same order, on the same sandbox limits), and a
+    task the version left alone has one verdict. Only the failures on augmented tasks are verified a
+    second time, on the original task: the verdict does not expose which tests failed, and a run of
+    the added calls can fail the whole sample (a timeout, a crash), which the original run would not."""
+    passed = [r.passed for r in rollouts]
+    redo = [i for i, r in enumerate(rollouts) if not r.passed and r.task_id in originals]
+    if redo:
+        results = verifier.verify_batch([(originals[rollouts[i].task_id], rollouts[i].completion) for i in redo])
+        for i, res in zip(redo, results, strict=True):
+            passed[i] = bool(res.passed)
+    return passed, len(redo)
+
+
+def pass_at_k_rows(rollouts: list[Rollout], ks, passed: list[bool] | None = None) -> dict[str, dict]:
+    """Per task (first-seen order): {"n", "c", "pass@k"...} with the unbiased estimator. ``passed``:
+    the verdicts to count, one per rollout (default: each rollout's own)."""
     per_task: dict[str, list[bool]] = defaultdict(list)
-    for r in rollouts:
-        per_task[r.task_id].append(r.passed)
+    for r, ok in zip(rollouts, passed if passed is not None else [r.passed for r in rollouts], strict=True):
+        per_task[r.task_id].append(ok)
     out = {}
     for task_id, v in per_task.items():
         row = {"n": len(v), "c": sum(v)}

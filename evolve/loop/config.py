@@ -113,6 +113,13 @@ class LoopConfig(ConfigModel):
         "task_id = \"id\"}`` (``[loop.task_columns]``; unmapped fields are read under their own names; "
         "docs/environments.md lists the fields). {} = the rows use the field names.")
     pipeline: str | None = Field(None, description="Verifier pipeline TOML; None = the built-in default.")
+    verifier_version: str | None = Field(
+        None, min_length=1, description=
+        "A verifier version file written by `evolve augment` (JSON): its added tests join the hidden tests "
+        "of the tasks it names, so training rewards and held-out verdicts come from the augmented tests; "
+        "held-out pass@k is also reported under the tasks' own tests (``heldout_original``, with the gap). "
+        "The run records the version's hash and provenance (``verifier_version`` in its config); resume and "
+        "replay refuse a file that holds another version. None = the tasks' own tests.")
     seed_prompt: str = Field(
         "prompts/tiny-coder.toml", description=
         "Seed prompt candidate (TOML with a [components] table).")

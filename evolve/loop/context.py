@@ -52,6 +52,9 @@ class LoopContext:
     learn_prompt: bool
     all_heldout_tasks: list[Task] = field(default_factory=list)  # for the full held-out figure
     env: Environment | None = None  # who owns the episode; None = the single-turn default rendering
+    # a verifier version (``verifier_version``): task id -> the task before its tests were added; the
+    # tasks above carry the added tests, and held-out is also scored on these ({} = no version)
+    original_tasks: dict[str, Task] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.env is None:

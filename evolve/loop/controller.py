@@ -17,7 +17,7 @@ from evolve.loop.config import GenerationSeeds
 from evolve.loop.context import LoopContext, LoopPolicy, Outcome, Timer, budget_left, plan_batch, tick
 from evolve.loop.distill import distill_groups
 from evolve.loop.guided_retry import guided_update_groups
-from evolve.loop.rollouts import PENDING_WEIGHTS, heldout_metrics, roll_out, verify
+from evolve.loop.rollouts import PENDING_WEIGHTS, heldout_metrics, original_metrics, roll_out, verify
 from evolve.loop.routing import Routing, group_by_task, route, turn_level
 from evolve.loop.selection.registry import selection_for
 from evolve.loop.state import LoopState, rollout_from_dict, rollout_to_dict
@@ -100,14 +100,17 @@ def _evaluate_heldout(ctx, old_prompt: Candidate, seeds, parent_heldout, out: Ou
     cfg = ctx.config
     new_prompt = ctx.evolver.current()
 
-    def evaluate(cand: Candidate) -> dict:
+    def evaluate(cand: Candidate, both: bool = False) -> dict:
         rolls = roll_out(ctx, cand, ctx.heldout_tasks, cfg.heldout_samples, seeds.heldout, "heldout",
                          PENDING_WEIGHTS)
         verify(ctx.verifier, ctx.tasks_by_id, rolls, None)
         out.rollouts.extend(rolls)
-        return heldout_metrics(rolls, cfg.heldout_ks)
+        m = heldout_metrics(rolls, cfg.heldout_ks)
+        if both and ctx.original_tasks:  # a verifier version: the same samples under the tasks' own tests
+            out.metrics["heldout_original"] = original_metrics(ctx, rolls, cfg.heldout_ks, m)
+        return m
 
-    final = evaluate(new_prompt)
+    final = evaluate(new_prompt, both=True)
     out.metrics["heldout"] = final
     out.metrics["prompt_changed"] = new_prompt.id != old_prompt.id
     seed = ctx.evolver.seed
@@ -150,7 +153,10 @@ def full_heldout(ctx, candidate: Candidate, seeds, sink: list) -> dict:
     rolls = roll_out(ctx, candidate, tasks, n, seeds.heldout, "heldout", PENDING_WEIGHTS)
     verify(ctx.verifier, ctx.tasks_by_id, rolls, None)
     sink.extend(rolls)
-    m = heldout_metrics(rolls, tuple(k for k in (1, 4, 8) if k <= n))
+    ks = tuple(k for k in (1, 4, 8) if k <= n)
+    m = heldout_metrics(rolls, ks)
+    if ctx.original_tasks:  # a verifier version: the same samples under the tasks' own tests
+        m["original"] = original_metrics(ctx, rolls, ks, m)
     m["per_task"] = {t: sum(r.passed for r in rolls if r.task_id == t) for t in dict.fromkeys(r.task_id for r in rolls)}
     return m
 

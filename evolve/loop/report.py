@@ -129,6 +129,18 @@ def _plot_prompt_lineage(plt, store, gens: list[dict], out: Path) -> Path:
     return _save(fig, out, "prompt_lineage.png")
 
 
+def _version_lines(gens: list[dict]) -> list[str]:
+    """Under a verifier version: held-out pass@1 under its augmented tests and under the tasks' own, per
+    generation. A gap that grows is the policy learning to pass the weak tests."""
+    rows = [(g["index"], m["heldout"]["pass@1"], m["heldout_original"]) for g in gens
+            if (m := g.get("metrics") or {}).get("heldout_original")]
+    if not rows:
+        return []
+    lines = ["", "## Held-out under the verifier version and under the tasks' own tests", "",
+             "| gen | augmented pass@1 | own tests pass@1 | gap |", "|---|---|---|---|"]
+    return lines + [f"| {i} | {aug:.3f} | {o['pass@1']:.3f} | {o['gap']['pass@1']:+.3f} |" for i, aug, o in rows]
+
+
 def _write_summary(run: str, gens: list[dict], out: Path) -> Path:
     lines = [f"# Run `{run}`", "", "| gen | parent | prompt | weights | train reward | zero-var | held-out pass@1 |"
              " Δ weights | Δ prompt | accepted |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -155,6 +167,7 @@ def _write_summary(run: str, gens: list[dict], out: Path) -> Path:
         lines.append(f"| {cls} | {first.get('failure_classes', {}).get(cls, 0)} | "
                      f"{last.get('failure_classes', {}).get(cls, 0)} | {removed[cls]['weights']} | "
                      f"{removed[cls]['prompt']} |")
+    lines += _version_lines(gens)
     lines += ["", "Plots: train_reward.png, heldout_passk.png, zero_variance.png, contributions.png, "
               "prompt_lineage.png", ""]
     return atomic_write_text(out / "summary.md", "\n".join(lines))

@@ -10,12 +10,20 @@ from collections import Counter
 
 import numpy as np
 
-from evolve.env.episode import collect, pass_at_k_rows, random_reward, task_scores, verify
+from evolve.env.episode import (
+    collect,
+    pass_at_k_rows,
+    passed_before_augmentation,
+    random_reward,
+    task_scores,
+    verify,
+)
 from evolve.loop.routing import failure_class
 from evolve.rollout import Rollout
 from evolve.verification.types import Task
 
-__all__ = ["PENDING_WEIGHTS", "heldout_metrics", "random_reward", "roll_out", "task_scores", "verify"]
+__all__ = ["PENDING_WEIGHTS", "heldout_metrics", "original_metrics", "random_reward", "roll_out", "task_scores",
+           "verify"]
 
 PENDING_WEIGHTS = "pending"  # replaced by the new weights version at commit
 
@@ -26,15 +34,30 @@ def roll_out(ctx, candidate, tasks: list[Task], n: int, seed: int, purpose: str,
     return collect(ctx.env, ctx.policy, candidate, tasks, n, seed, purpose, weights_version, ctx.verifier)
 
 
-def heldout_metrics(rollouts: list[Rollout], ks: tuple[int, ...]) -> dict:
-    """pass@k (unbiased) over tasks, plus the failure-class counts."""
-    rows = pass_at_k_rows(rollouts, ks)
+def _pass_at(rows: dict[str, dict], ks: tuple[int, ...]) -> dict[str, float]:
     out = {}
     for k in ks:
         vals = [r[f"pass@{k}"] for r in rows.values() if r["n"] >= k]
         out[f"pass@{k}"] = float(np.mean(vals)) if vals else 0.0
+    return out
+
+
+def heldout_metrics(rollouts: list[Rollout], ks: tuple[int, ...]) -> dict:
+    """pass@k (unbiased) over tasks, plus the failure-class counts."""
+    rows = pass_at_k_rows(rollouts, ks)
+    out = _pass_at(rows, ks)
     classes = Counter(c for c in (failure_class(r) for r in rollouts) if c)
     out["failure_classes"] = dict(sorted(classes.items()))
     out["samples"] = len(rollouts)
     out["tasks"] = len(rows)
+    return out
+
+
+def original_metrics(ctx, rollouts: list[Rollout], ks: tuple[int, ...], augmented: dict) -> dict:
+    """Under a verifier version: held-out pass@k under the tasks' own tests, and the gap to ``augmented``
+    (the same rollouts' figures under the added tests): how much of the pass rate the added tests reject."""
+    passed, again = passed_before_augmentation(ctx.verifier, ctx.original_tasks, rollouts)
+    out: dict = _pass_at(pass_at_k_rows(rollouts, ks, passed), ks)
+    out["gap"] = {k: v - augmented[k] for k, v in out.items()}
+    out["reverified"] = again  # failures on augmented tasks verified a second time, on the original task
     return out

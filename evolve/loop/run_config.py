@@ -22,7 +22,8 @@ from evolve.util.toml_files import read_toml
 # Flags that predate dotted overrides -> the dotted name each sets (kept: scripts and docs use them).
 ALIASES = {"generations": "loop.generations", "mode": "loop.mode", "reward": "loop.reward", "seed": "loop.seed",
            "policy": "loop.policy", "suite": "loop.suite", "max_turns": "loop.max_turns",
-           "reflection_lm": "loop.prompt.reflection_lm", "reflection_api_base": "loop.prompt.api_base"}
+           "reflection_lm": "loop.prompt.reflection_lm", "reflection_api_base": "loop.prompt.api_base",
+           "verifier_version": "loop.verifier_version"}
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from evolve.errors import EvolveError
 from evolve.loop.config import GenerationSeeds, LoopConfig
 from evolve.loop.controller import LoopContext, Outcome, full_heldout, run_generation
 from evolve.loop.recording import BufferRecorder
-from evolve.loop.rollouts import PENDING_WEIGHTS, heldout_metrics, roll_out, verify
+from evolve.loop.rollouts import PENDING_WEIGHTS, heldout_metrics, original_metrics, roll_out, verify
 from evolve.loop.state import LoopState, SamplerState, read_state_folder, store_state
 from evolve.prompt.candidate import Candidate
 from evolve.util.repro import seed_everything
@@ -91,7 +91,9 @@ def suite_record(cfg: LoopConfig, env=None) -> dict:
 
 def check_recorded_tasks(run_name: str, config: dict, cfg: LoopConfig) -> None:
     """A run over a user's task file resumes and replays only on the same tasks: its recorded digest
-    must match the file's now (one line saying so otherwise, before anything is loaded)."""
+    must match the file's now (one line saying so otherwise, before anything is loaded). The same
+    holds for its verifier version (``check_recorded_version``)."""
+    check_recorded_version(run_name, config, cfg)
     recorded = config.get("task_source")
     if not recorded:
         return
@@ -100,6 +102,43 @@ def check_recorded_tasks(run_name: str, config: dict, cfg: LoopConfig) -> None:
         raise EvolveError(f"run {run_name}: its tasks {recorded.get('path')} changed since the run was recorded "
                           f"(sha256 {str(recorded.get('sha256'))[:12]}, now {str(now.get('sha256'))[:12]}); "
                           "restore that file to resume or replay it")
+
+
+def version_config(cfg: LoopConfig) -> dict:
+    """What the run config records about its verifier version (``{"verifier_version": {...}}``: the file,
+    the version hash, the source verifier's hash, seed, inputs and counts), read and checked against the
+    suite's tasks now; {} without one."""
+    if not cfg.verifier_version:
+        return {}
+    train, _heldout, _val, all_heldout = load_suite(cfg)
+    return {"verifier_version": with_verifier_version(cfg, (train, all_heldout))[2]}
+
+
+def check_recorded_version(run_name: str, config: dict, cfg: LoopConfig) -> None:
+    """A run that trained with a verifier version resumes and replays only with that version: the file
+    its config names must still hold it (the version hash over the added tests)."""
+    recorded = config.get("verifier_version")
+    if not recorded or not cfg.verifier_version:
+        return
+    from evolve.verification.augment import read_version
+
+    now = read_version(Path(cfg.verifier_version))["version"]
+    if now != recorded.get("version"):
+        raise EvolveError(f"run {run_name}: it trained with verifier version {str(recorded.get('version'))[:12]} "
+                          f"from {cfg.verifier_version}, which now holds version {now[:12]}; "
+                          "restore that file to resume or replay it")
+
+
+def with_verifier_version(cfg: LoopConfig, parts: tuple[list, ...]) -> tuple[tuple[list, ...], dict, dict]:
+    """The task lists with the config's verifier version applied (the same task objects where it adds
+    nothing), the original tasks it augments by id, and what the run records about it ({} without one)."""
+    if not cfg.verifier_version:
+        return parts, {}, {}
+    from evolve.verification.augment import versioned_tasks
+
+    every = list({t.task_id: t for part in parts for t in part}.values())
+    v = versioned_tasks(Path(cfg.verifier_version), every)
+    return tuple([v.tasks.get(t.task_id, t) for t in part] for part in parts), v.originals, v.record
 
 
 def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_components: dict,
@@ -131,11 +170,12 @@ def build_session(store, run: str, cfg: LoopConfig, spec_dict: dict, seed_compon
     say(f"verifier isolation: {verifier.isolation}")
     env = environment(cfg)
     verifier = env.wrap_verifier(verifier)  # chat suites take replies apart (fences, entry-point name) first
-    train, heldout, val, all_heldout = load_suite(cfg, env)
+    # a verifier version: the tasks it augments carry its tests for training and held-out alike
+    (train, heldout, val, all_heldout), originals, _record = with_verifier_version(cfg, load_suite(cfg, env))
     by_id = {t.task_id: t for t in train + all_heldout}
     ctx = LoopContext(cfg, policy, verifier, evolver, train, heldout, val, by_id,
                       learn_weights=learn_weights, learn_prompt=cfg.mode in ("coupled", "prompt"),
-                      all_heldout_tasks=all_heldout, env=env)
+                      all_heldout_tasks=all_heldout, env=env, original_tasks=originals)
     return Session(store, run, ctx, spec, recorder, say, backend)
 
 
@@ -245,6 +285,8 @@ def initial_outcome(ctx: LoopContext, seeds: GenerationSeeds) -> Outcome:
     verify(ctx.verifier, ctx.tasks_by_id, rolls, None)
     out.rollouts = rolls
     out.metrics = {"heldout": heldout_metrics(rolls, cfg.heldout_ks), "rollouts_spent": 0}
+    if ctx.original_tasks:  # a verifier version: the same samples under the tasks' own tests
+        out.metrics["heldout_original"] = original_metrics(ctx, rolls, cfg.heldout_ks, out.metrics["heldout"])
     if cfg.heldout_final_tasks is not None and cfg.heldout_full_at_start:  # the full figure at the start
         out.metrics["heldout_full"] = full_heldout(ctx, prompt, seeds, out.rollouts)
     out.timings = {"heldout": time.perf_counter() - t0}

@@ -12,8 +12,11 @@ Not augmented: tasks whose check is recorded and replayed (its asserts are not p
 result, e.g. HumanEval/32 checks that a root is a root, so the gold's output is not the only right one).
 
 The version file (JSON, ``FORMAT``) holds the added tests in the sandbox codec's tagged JSON (a tuple
-stays a tuple), the source verifier's version hash, the seed and the counts; ``apply_version`` turns
-it into tasks for ``Verifier`` and refuses a file made from other tasks or another pipeline.
+stays a tuple), the source verifier's version hash, each augmented task's digest (``task_digests``:
+what its tests were computed from), the seed and the counts; its ``version`` hashes the tests and the
+digests. ``apply_version`` turns it into tasks for ``Verifier`` and refuses a file made from other
+tasks or another pipeline (`evolve verify --augmented`); ``versioned_tasks`` applies it to any subset
+of a suite's tasks in any order, task by task (the loop's splits, `evolve eval`).
 """
 
 from __future__ import annotations
@@ -25,12 +28,19 @@ from pathlib import Path
 
 from evolve.errors import ConfigError
 from evolve.util.atomic import atomic_write_text
-from evolve.util.hashing import content_hash
+from evolve.util.hashing import content_hash, sha256_file
+from evolve.util.text import one_line
 from evolve.verification.differential import oracle_for
 from evolve.verification.pipeline_types import Pipeline
 from evolve.verification.reply import loaded
 from evolve.verification.sandbox.codec import decode, encode
-from evolve.verification.selfcheck import SelfCheckReport, TaskCheck, self_check, verifier_version
+from evolve.verification.selfcheck import (
+    SelfCheckReport,
+    TaskCheck,
+    self_check,
+    task_digest,
+    verifier_version,
+)
 from evolve.verification.stages.base import call_repr
 from evolve.verification.types import Task, TestCase
 from evolve.verification.verifier import Verifier, plan_task
@@ -113,17 +123,27 @@ def version_doc(pipe: Pipeline, tasks: list[Task], report: SelfCheckReport, augm
                             "raised_examples": a.raised_examples, "skipped": a.skipped}
                 for a in augments if a.survivors or a.reference_raised}
     n_added = sum(len(a.added) for a in augments)
+    by_id = {t.task_id: t for t in tasks}
+    digests = {tid: task_digest(by_id[tid]) for tid in added}  # what each task's tests were computed from
     counts = {"tasks": len(tasks), "tasks_augmented": len(added), "tests_added": n_added,
               "tests_added_per_task": round(n_added / len(tasks), 3) if tasks else 0.0,
               "mutants": sum(c.mutants for c in report.tasks), "survivors": sum(a.survivors for a in augments),
               "probably_equivalent": sum(a.equivalent for a in augments),
               "survivors_killed": sum(a.killed for a in augments),
               "reference_raised": sum(a.reference_raised for a in augments)}
-    return {"format": FORMAT, "version": content_hash({"source": report.verifier_version, "added": added}),
-            "source_verifier": report.verifier_version, "source": source, "pipeline": pipe.name,
+    return {"format": FORMAT, "version": _version_hash(report.verifier_version, added, digests),
+            "source_verifier": report.verifier_version, "task_digests": digests, "source": source,
+            "pipeline": pipe.name,
             "seed": report.seed, "inputs_per_task": inputs, "max_added": max_added, "max_mutants": max_mutants,
             "counts": counts, "tasks": per_task, "added": added,
             "reference_findings": [dataclasses.asdict(f) for f in findings or ()]}
+
+
+def _version_hash(source_verifier, added, digests=None) -> str:
+    """The version's id: a hash over the tests it adds and what they were computed from (a file written
+    before per-task digests existed hashes without them)."""
+    body = {"source": source_verifier, "added": added}
+    return content_hash(body if digests is None else {**body, "task_digests": digests})
 
 
 def write_version(path: Path, doc: dict) -> Path:
@@ -139,7 +159,7 @@ def read_version(path: Path) -> dict:
         raise ConfigError(f"{path}: not a readable verifier version ({str(e)[:80]})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("added"), dict):
         raise ConfigError(f"{path}: not a verifier version file (format {FORMAT!r})")
-    if content_hash({"source": doc.get("source_verifier"), "added": doc["added"]}) != doc.get("version"):
+    if _version_hash(doc.get("source_verifier"), doc["added"], doc.get("task_digests")) != doc.get("version"):
         raise ConfigError(f"{path}: its tests do not match its version hash (edited after it was written?)")
     return doc
 
@@ -151,16 +171,58 @@ def apply_version(pipe: Pipeline, tasks: list[Task], doc: dict) -> list[Task]:
     if here != doc.get("source_verifier"):
         raise ConfigError(f"the verifier version was made from verifier {str(doc.get('source_verifier'))[:12]}, "
                           f"these tasks and pipeline are {here[:12]}")
-    out = []
+    return [_with_added(t, doc["added"][t.task_id]) if doc["added"].get(t.task_id) else t for t in tasks]
+
+
+def _with_added(t: Task, extra: list) -> Task:
+    """The task with ``extra`` (the version's tagged-JSON tests) after its own hidden tests: the original
+    tests stay first, so a verdict on them is a verdict on a prefix of the calls."""
+    try:
+        added = tuple(TestCase(decode(e["inputs"], 1 << 22), decode(e["expected"], 1 << 22), e["compare"],
+                               float(e["tol"])) for e in extra)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ConfigError(f"verifier version: task {t.task_id}: a malformed test ({e})") from None
+    return dataclasses.replace(t, hidden_tests=plan_task(t).hidden + added)
+
+
+@dataclass
+class VersionedTasks:
+    """A verifier version applied to some of a suite's tasks (the loop and `evolve eval`)."""
+
+    record: dict  # what a run records: the file, the version's hash and its provenance
+    tasks: dict[str, Task]  # task id -> the task with the added tests (only the tasks it augments)
+    originals: dict[str, Task]  # task id -> the same task as it was (its own tests only)
+
+
+def version_record(doc: dict, path: Path) -> dict:
+    """A version's identity and provenance, as a run config records it."""
+    counts = doc.get("counts") or {}
+    return {"path": str(path), "version": doc["version"], "sha256": sha256_file(Path(path)),
+            "source_verifier": doc.get("source_verifier"), "source": doc.get("source"),
+            "pipeline": doc.get("pipeline"), "seed": doc.get("seed"), "inputs_per_task": doc.get("inputs_per_task"),
+            "max_added": doc.get("max_added"), "max_mutants": doc.get("max_mutants"),
+            "tests_added": counts.get("tests_added"), "tasks_augmented": counts.get("tasks_augmented")}
+
+
+def versioned_tasks(path: Path, tasks: list[Task]) -> VersionedTasks:
+    """The version file at ``path`` applied to those of ``tasks`` it adds tests to. Unlike ``apply_version``
+    the tasks may be any subset or order (a suite's splits): each augmented task must have the digest its
+    tests were computed from (``task_digest``); the pipeline may differ (the expected values are the
+    reference's outputs, whatever judges them). One line (ConfigError) on a bad, edited or foreign file."""
+    doc = read_version(path)
+    digests = doc.get("task_digests")
+    if not isinstance(digests, dict):
+        raise ConfigError(f"{path}: written before verifier versions named their tasks' digests; "
+                          "write it again with `evolve augment`")
+    out, originals = {}, {}
     for t in tasks:
         extra = doc["added"].get(t.task_id)
         if not extra:
-            out.append(t)
             continue
-        try:
-            added = tuple(TestCase(decode(e["inputs"], 1 << 22), decode(e["expected"], 1 << 22), e["compare"],
-                                   float(e["tol"])) for e in extra)
-        except (KeyError, TypeError, ValueError) as e:
-            raise ConfigError(f"verifier version: task {t.task_id}: a malformed test ({e})") from None
-        out.append(dataclasses.replace(t, hidden_tests=plan_task(t).hidden + added))
-    return out
+        if digests.get(t.task_id) != task_digest(t):
+            raise ConfigError(f"{path}: task {one_line(t.task_id, 80)} is not the task its tests were computed "
+                              "from (its prompt, reference or tests differ)")
+        out[t.task_id], originals[t.task_id] = _with_added(t, extra), t
+    if not out:
+        raise ConfigError(f"{path}: adds tests to none of these tasks (it was made from {doc.get('source')!r})")
+    return VersionedTasks({**version_record(doc, path), "tasks_augmented_here": len(out)}, out, originals)

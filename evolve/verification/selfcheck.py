@@ -102,6 +102,12 @@ def verifier_version(pipe: Pipeline, tasks: list[Task]) -> str:
                          "tasks": [_fingerprint(t) for t in tasks]})
 
 
+def task_digest(t: Task) -> str:
+    """What a task's verdicts depend on (prompt, entry point, check, reference and tests), as one hash;
+    its rendering (``meta``) is left out, so a chat suite's copy of a task has the same digest."""
+    return content_hash(_fingerprint(t))
+
+
 def _fingerprint(t: Task) -> list:
     tests = [[encode(tuple(c.inputs), 1 << 26), encode(c.expected, 1 << 26), c.compare, c.tol]
              for c in t.visible_tests + t.hidden_tests]
