@@ -1,9 +1,8 @@
 """Per-request cost of the one HTTP stack (Starlette on uvicorn, evolve/util/http_server.py) serving
 `evolve serve`'s app, beside a bare standard-library server answering the same JSON (the stack
 `evolve serve` used before, HTTP/1.0: one connection per request). No model: the routes measured
-never generate (GET /v1/models, and a
-POST refused as a bad request after the token check and the JSON parse), so the figure is the
-stack's own overhead per request, to set beside a generation's seconds.
+never generate (GET /v1/models, and a POST refused as a bad request after the token check and the
+JSON parse), so the figure is the stack's own overhead per request, beside a generation's seconds.
 
     python benchmarks/http_stack.py [--requests 300]
 """
