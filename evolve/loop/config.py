@@ -77,7 +77,7 @@ class LoopConfig:
     the base model's groups mostly all fail, plus as many others; see evolve/gym/tiers.py), "humaneval",
     or the chat renderings for pre-trained chat models, "tiny-coder-chat" and "humaneval-chat"
     (evolve/gym/chat.py: the task in the user message, replies taken apart by
-    evolve/verification/chat_reply.py)."""
+    evolve/verification/model_reply.py)."""
     guided_retries: tuple[str, ...] = ()
     """Guided retries for groups whose samples all failed (``evolve/loop/guided.py``): the guidance
     sources, any of "errors" (the attempts' exceptions), "visible_diff" (visible tests they got

@@ -28,8 +28,8 @@ from evolve.util.atomic import atomic_write_text
 from evolve.util.hashing import content_hash
 from evolve.verification.differential import oracle_for
 from evolve.verification.pipeline_types import Pipeline
-from evolve.verification.reply import loaded
 from evolve.verification.sandbox.codec import decode, encode
+from evolve.verification.sandbox_output import loaded
 from evolve.verification.selfcheck import SelfCheckReport, TaskCheck, self_check, verifier_version
 from evolve.verification.stages.base import call_repr
 from evolve.verification.types import Task, TestCase
