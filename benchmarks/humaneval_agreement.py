@@ -65,7 +65,7 @@ def main() -> None:
     from evolve.policy.sample_cache import read_cache
     from evolve.util.passk import pass_at_k
     from evolve.verification import Verifier, load_humaneval
-    from evolve.verification.chat_reply import ChatVerifier, extract
+    from evolve.verification.model_reply import ChatVerifier, extract
 
     tasks = {t.task_id: with_chat_rendering(t) for t in load_humaneval()}
     rows = [dict(r, file=Path(f).name) for f in args.files for r in read_cache(Path(f))]

@@ -24,3 +24,38 @@ def test_a_usage_error_is_one_line_and_exit_2(args, needle):
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert lines[0].startswith("error: ") and needle in lines[0] and "Traceback" not in proc.stderr
+
+
+# loop_cmds.py still defines its commands inside register(): it is being ported to the pydantic config
+# (branch i35c) and is converted with it. Any other module in this set is a failure.
+_NESTED_STYLE_LEFT = {"loop_cmds.py"}
+
+
+def _register_problems(path: Path) -> list[str]:
+    """What in ``register(app)`` is not a plain ``app.command("name")(fn)`` / ``app.add_typer(...)``."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    (reg,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "register"]
+    bad = []
+    for stmt in reg.body:
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        listed = isinstance(call, ast.Call) and (
+            (isinstance(call.func, ast.Call) and isinstance(call.func.func, ast.Attribute)
+             and call.func.func.attr == "command" and len(call.args) == 1 and isinstance(call.args[0], ast.Name))
+            or (isinstance(call.func, ast.Attribute) and call.func.attr == "add_typer"))
+        if not listed:
+            bad.append(f"{path.name}:{stmt.lineno}")
+    return bad
+
+
+def test_every_area_registers_its_commands_one_way():
+    """One CLI style: commands are module-level functions, register(app) only lists them."""
+    from evolve.cli import _AREAS
+
+    cli = Path(__file__).resolve().parents[1] / "evolve" / "cli"
+    areas = {f"{a}.py" for a in _AREAS}
+    assert areas == {p.name for p in cli.glob("*_cmds.py")}  # every area module is registered
+    problems = [p for a in sorted(areas - _NESTED_STYLE_LEFT) for p in _register_problems(cli / a)]
+    assert problems == []
+    assert _register_problems(cli / "loop_cmds.py"), "loop_cmds.py is converted: drop it from the allowance"

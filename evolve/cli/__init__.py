@@ -1,6 +1,8 @@
 """The `evolve` command line.
 
-Each area registers its commands from its own module, so the parts stay apart.
+Each area registers its commands from its own module, so the parts stay apart. One style: commands
+are module-level functions (or a ``typer.Typer`` group) and ``register(app)`` only lists them,
+``app.command("name")(fn)`` / ``app.add_typer(group, name="...")`` (tests/test_cli_usage.py checks it).
 Heavy libraries (torch, litellm) are imported inside commands, never here.
 """
 
@@ -38,13 +40,7 @@ def _register_all() -> None:
     import importlib
 
     for area in _AREAS:
-        try:
-            module = importlib.import_module(f"evolve.cli.{area}")
-        except ModuleNotFoundError as e:  # an area not built yet
-            if e.name != f"evolve.cli.{area}":
-                raise
-            continue
-        module.register(app)
+        importlib.import_module(f"evolve.cli.{area}").register(app)
 
 
 _register_all()

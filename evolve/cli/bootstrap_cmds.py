@@ -9,34 +9,32 @@ from pathlib import Path
 import typer
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("bootstrap")
-    def bootstrap(
-        preset: str = typer.Option("default", "--preset", help="Bootstrap preset: default | ci."),
-        config: Path | None = typer.Option(None, "--config", help="TOML with a [bootstrap] table (overrides)."),
-        force: bool = typer.Option(False, "--force", help="Rebuild even if this config is cached."),
-        as_json: bool = typer.Option(False, "--json", help="Print bootstrap.json (plus targets) as JSON."),
-        runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default $EVOLVE_RUNS_DIR or ./runs)."),
-        strict: bool = typer.Option(False, "--strict", help="Exit 1 when a target is missed."),
-    ) -> int:
-        """Build the default tiny-coder model (tokenizer, Qwen2, teacher SFT) and measure it on held-out tasks."""
-        from evolve.policy.tiny import BootstrapConfig, ensure_tiny_model, read_manifest
-        from evolve.policy.tiny.targets import check_targets
+def bootstrap(
+    preset: str = typer.Option("default", "--preset", help="Bootstrap preset: default | ci."),
+    config: Path | None = typer.Option(None, "--config", help="TOML with a [bootstrap] table (overrides)."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even if this config is cached."),
+    as_json: bool = typer.Option(False, "--json", help="Print bootstrap.json (plus targets) as JSON."),
+    runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default $EVOLVE_RUNS_DIR or ./runs)."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 when a target is missed."),
+) -> int:
+    """Build the default tiny-coder model (tokenizer, Qwen2, teacher SFT) and measure it on held-out tasks."""
+    from evolve.policy.tiny import BootstrapConfig, ensure_tiny_model, read_manifest
+    from evolve.policy.tiny.targets import check_targets
 
-        cfg = BootstrapConfig.from_toml(config) if config else BootstrapConfig.preset(preset)
-        t0 = time.perf_counter()
-        path = ensure_tiny_model(cfg, runs_dir=runs_dir, progress=not as_json, force=force)
-        elapsed = time.perf_counter() - t0
-        manifest = read_manifest(path)
-        rows = check_targets(manifest)
-        cached = elapsed < 0.5 * manifest["timings"]["total_s"]
-        if as_json:
-            typer.echo(json.dumps({"path": str(path), "cached": cached, "elapsed_s": round(elapsed, 2),
-                                   "targets": rows, **manifest}, indent=2, sort_keys=True))
-        else:
-            _print_report(path, manifest, rows, cached, elapsed)
-        missed = any(r["ok"] is False for r in rows)
-        return 1 if strict and missed else 0
+    cfg = BootstrapConfig.from_toml(config) if config else BootstrapConfig.preset(preset)
+    t0 = time.perf_counter()
+    path = ensure_tiny_model(cfg, runs_dir=runs_dir, progress=not as_json, force=force)
+    elapsed = time.perf_counter() - t0
+    manifest = read_manifest(path)
+    rows = check_targets(manifest)
+    cached = elapsed < 0.5 * manifest["timings"]["total_s"]
+    if as_json:
+        typer.echo(json.dumps({"path": str(path), "cached": cached, "elapsed_s": round(elapsed, 2),
+                               "targets": rows, **manifest}, indent=2, sort_keys=True))
+    else:
+        _print_report(path, manifest, rows, cached, elapsed)
+    missed = any(r["ok"] is False for r in rows)
+    return 1 if strict and missed else 0
 
 
 def _fmt(v) -> str:
@@ -67,3 +65,7 @@ def _print_report(path: Path, manifest: dict, rows: list[dict], cached: bool, el
     lines += [f"{r['name'].replace(' ', '_')}={_fmt(r['value'])}" for r in rows]
     lines.append(f"weights_sha256={manifest['weights_sha256']}")
     typer.echo("\n".join(lines))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bootstrap")(bootstrap)

@@ -384,7 +384,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def report(
         run_name: str = typer.Argument(..., metavar="RUN"),
-        out: Path = typer.Option(..., "--out", help="Folder for the PNG plots and summary.md"),
+        out: Path = typer.Option(..., "--out", help="Folder for the SVG charts and summary.md"),
         db: str = typer.Option(None, "--db", help=DB_HELP),
     ) -> None:
         """Write plots and a Markdown summary of a run."""

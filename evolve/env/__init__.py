@@ -1,7 +1,7 @@
 """Environments: what owns an episode (tasks, first messages, each turn's answer, the end).
 
 ``load_environment(name | path, **options)`` gives one; ``evolve.env.episode`` runs episodes
-(collect -> verify -> score -> pass@k) for the loop, ``evolve eval`` and the gepa adapter alike.
+(collect -> verify -> score -> pass@k) for the loop and ``evolve eval`` alike.
 """
 
 from evolve.env.base import Environment, EnvReply, EpisodeState, Generator, PromptLike, Verifying

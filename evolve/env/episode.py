@@ -1,6 +1,6 @@
 """The one episode path: collect (policy turns and the environment's answers) -> verify (the
-final reward) -> score (per-task means, pass@k). The loop, ``evolve eval``, the gepa adapter and
-the prompt-only driver all roll out through here.
+final reward) -> score (per-task means, pass@k). The loop (prompt-only runs included) and
+``evolve eval`` roll out through here.
 
 Single-turn (``env.max_turns == 1``): one ``policy.generate`` over every task's first messages,
 one rollout per sample, ``turns`` empty -- exactly what the loop always did.

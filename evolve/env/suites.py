@@ -32,7 +32,7 @@ class SuiteEnv:
     def wrap_verifier(self, verifier: Verifying) -> Verifying:
         if not self.chat:
             return verifier
-        from evolve.verification.chat_reply import ChatVerifier
+        from evolve.verification.model_reply import ChatVerifier
 
         return ChatVerifier(verifier)
 

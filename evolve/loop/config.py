@@ -85,7 +85,7 @@ class LoopConfig(ConfigModel):
         "tier: the CMP-bug tasks, where the base model's groups mostly all fail, plus as many others; see "
         "evolve/gym/tiers.py), \"humaneval\", or the chat renderings for pre-trained chat models, "
         "\"tiny-coder-chat\" and \"humaneval-chat\" (evolve/gym/chat.py: the task in the user message, replies "
-        "taken apart by evolve/verification/chat_reply.py).")
+        "taken apart by evolve/verification/model_reply.py).")
     guided_retries: tuple[GuidanceSource, ...] = Field(
         (), strict=False, description=
         "Guided retries for groups whose samples all failed (``evolve/loop/guided.py``): the guidance "

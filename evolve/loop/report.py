@@ -1,4 +1,9 @@
-"""`evolve report RUN --out DIR`: PNG plots and a Markdown summary of a run."""
+"""`evolve report RUN --out DIR`: a run's charts as SVG files and a Markdown summary.
+
+The charts are the run page's own (``evolve.ui.views.run_charts`` over ``pages.curves``, drawn by
+``evolve.ui.charts``): one plotting path for the browser and for files, no plotting library. A
+standalone file gets the small stylesheet the UI's CSS gives the same classes.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,12 @@ from pathlib import Path
 from evolve.errors import EvolveError
 from evolve.util.atomic import atomic_write_text
 
+# The UI's chart text styles (evolve/ui/static/ui.css), for a file opened on its own.
+SVG_STYLE = ("<style>.ctitle{font:600 12px sans-serif;fill:#374151}.tick,.legend{font:10px sans-serif;"
+             "fill:#6b7280}</style>")
+FILES = {"chart-passk": "heldout_passk.svg", "chart-reward": "train_reward.svg",
+         "chart-allfail": "all_fail.svg", "chart-attribution": "attribution.svg"}
+
 
 def _committed(store, run: str) -> list[dict]:
     gens = [g for g in store.lineage(run) if g["status"] == "committed"]
@@ -16,117 +27,45 @@ def _committed(store, run: str) -> list[dict]:
     return sorted(gens, key=lambda g: g["index"])
 
 
-def _plot_series(ax, gens: list[dict], value, label: str, style: str = "o-") -> None:
-    """Plot along parent links, so each branch is its own line."""
-    by_id = {g["id"]: g for g in gens}
-    for g in gens:
-        v = value(g)
-        if v is None:
-            continue
-        p = by_id.get(g["parent_id"])
-        pv = value(p) if p else None
-        if p is not None and pv is not None:
-            ax.plot([p["index"], g["index"]], [pv, v], "-", color="C0", alpha=0.6)
-    xs = [g["index"] for g in gens if value(g) is not None]
-    ys = [value(g) for g in gens if value(g) is not None]
-    ax.plot(xs, ys, style[0], label=label)
-
-
-def _save(fig, out: Path, name: str) -> Path:
-    path = out / name
-    tmp = out / f".{name}.tmp.png"
-    fig.savefig(tmp, dpi=110, bbox_inches="tight")
-    tmp.replace(path)
-    return path
+def _svg_file(out: Path, name: str, svg: str) -> Path:
+    """One chart as a file: the XML namespace and the style, then the chart as the page draws it."""
+    head, sep, rest = svg.partition(">")
+    if not sep or not head.startswith("<svg"):  # "no data yet": the page's placeholder is not a chart
+        svg = f'<svg xmlns="http://www.w3.org/2000/svg" width="460" height="40"><text x="4" y="20">' \
+              f'{svg.split(">", 1)[-1].rsplit("<", 1)[0]}</text></svg>'
+        head, sep, rest = svg.partition(">")
+    return atomic_write_text(out / name, f'<?xml version="1.0" encoding="UTF-8"?>\n{head}>{SVG_STYLE}{rest}\n')
 
 
 def write_report(store, run: str, out: str | Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from evolve.lineage import pages
+    from evolve.ui import charts, views
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     gens = _committed(store, run)
-    files = []
-
-    def metric(*keys):
-        def get(g):
-            v = g.get("metrics") or {}
-            for k in keys:
-                if not isinstance(v, dict) or k not in v:
-                    return None
-                v = v[k]
-            return v
-        return get
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    _plot_series(ax, gens, metric("train_reward"), "train reward")
-    ax.set(xlabel="generation", ylabel="mean train reward", title=f"{run}: train reward")
-    files.append(_save(fig, out, "train_reward.png"))
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ks = sorted({k for g in gens for k in (metric("heldout")(g) or {}) if k.startswith("pass@")},
-                key=lambda k: int(k.split("@")[1]))
-    for i, k in enumerate(ks):
-        vals = [(g["index"], metric("heldout", k)(g)) for g in gens]
-        ax.plot([x for x, _ in vals], [y for _, y in vals], "o-", color=f"C{i}", label=f"held-out {k}")
-    ax.set(xlabel="generation", ylabel="pass@k (unbiased)", title=f"{run}: held-out pass@k", ylim=(0, 1))
-    ax.legend()
-    files.append(_save(fig, out, "heldout_passk.png"))
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    _plot_series(ax, gens, metric("zero_variance_fraction"), "zero-variance groups")
-    ax.set(xlabel="generation", ylabel="fraction of groups", title="zero-variance groups (no GRPO signal)",
-           ylim=(0, 1))
-    files.append(_save(fig, out, "zero_variance.png"))
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    idx = [g["index"] for g in gens if metric("attribution")(g)]
-    dw = [metric("attribution", "delta_weights")(g) for g in gens if metric("attribution")(g)]
-    dp = [metric("attribution", "delta_prompt")(g) for g in gens if metric("attribution")(g)]
-    ax.bar(idx, dw, label="weights (GRPO)", color="C0")
-    ax.bar(idx, dp, bottom=[max(0.0, w) if p >= 0 else min(0.0, w) for w, p in zip(dw, dp, strict=True)],
-           label="prompt (reflection)", color="C1")
-    ax.axhline(0, color="black", lw=0.8)
-    ax.set(xlabel="generation", ylabel="Δ held-out pass@1", title="contribution of each lever")
-    ax.legend()
-    files.append(_save(fig, out, "contributions.png"))
-
-    files.append(_plot_prompt_lineage(plt, store, gens, out))
-    files.append(_write_summary(run, gens, out))
-    plt.close("all")
+    row = pages.run_row(store, run)
+    files = [_svg_file(out, FILES[cid], str(svg))
+             for cid, svg in views.run_charts(pages.curves(store, row["id"], row["ks"]), row["ks"]).items()]
+    tree_rows, _ = pages.generations_page(store, row["id"], 0, 1 << 30)
+    files.append(_svg_file(out, "generations.svg", str(charts.tree_svg(tree_rows, lambda i: f"#gen-{i}"))))
+    files.append(_write_summary(store, run, gens, out, [f.name for f in files]))
     return files
 
 
-def _plot_prompt_lineage(plt, store, gens: list[dict], out: Path) -> Path:
-    """Prompt versions as nodes (x = first generation using it), edges to their parents."""
+def _prompt_lines(store, run: str, gens: list[dict]) -> list[str]:
+    """The prompt versions the run used or tried: first generation, parents (was prompt_lineage.png)."""
     first_seen: dict[str, int] = {}
     for g in gens:
         first_seen.setdefault(g["prompt_version"], g["index"])
     nodes = dict(first_seen)
-    for pv in store.prompt_versions(gens[0]["name"].rsplit(":", 1)[0]):  # every proposal tried, too
+    for pv in store.prompt_versions(run):  # every proposal tried, too
         nodes.setdefault(pv.id, int((pv.meta or {}).get("generation", 0)))
-    edges = [(parent, pv) for pv in nodes for parent in store.prompt_parents(pv)]
-    for parent, pv in edges:
-        nodes.setdefault(parent, max(0, nodes[pv] - 1))
-    rows: dict[int, int] = defaultdict(int)
-    pos = {}
-    for pv, x in sorted(nodes.items(), key=lambda kv: kv[1]):
-        pos[pv] = (x, rows[x])
-        rows[x] += 1
-    fig, ax = plt.subplots(figsize=(8, 3 + 0.3 * max(rows.values(), default=1)))
-    for a, b in edges:
-        if a in pos and b in pos:
-            ax.annotate("", xy=pos[b], xytext=pos[a], arrowprops={"arrowstyle": "->", "color": "gray"})
-    for pv, (x, y) in pos.items():
-        used = pv in first_seen
-        ax.plot(x, y, "o", color="C1" if used else "lightgray", ms=10)
-        ax.annotate(pv[:8], (x, y), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=7)
-    ax.margins(y=0.25)
-    ax.set(xlabel="generation", yticks=[], title="prompt lineage (orange: used by a generation; gray: tried)")
-    return _save(fig, out, "prompt_lineage.png")
+    lines = ["", "## Prompt lineage", "", "| version | generation | used | parents |", "|---|---|---|---|"]
+    for pv, x in sorted(nodes.items(), key=lambda kv: (kv[1], kv[0])):
+        parents = ", ".join(f"`{p[:8]}`" for p in store.prompt_parents(pv)) or "-"
+        lines.append(f"| `{pv[:8]}` | {x} | {'yes' if pv in first_seen else 'tried'} | {parents} |")
+    return lines
 
 
 def _version_lines(gens: list[dict]) -> list[str]:
@@ -141,8 +80,9 @@ def _version_lines(gens: list[dict]) -> list[str]:
     return lines + [f"| {i} | {aug:.3f} | {o['pass@1']:.3f} | {o['gap']['pass@1']:+.3f} |" for i, aug, o in rows]
 
 
-def _write_summary(run: str, gens: list[dict], out: Path) -> Path:
-    lines = [f"# Run `{run}`", "", "| gen | parent | prompt | weights | train reward | zero-var | held-out pass@1 |"
+def _write_summary(store, run: str, gens: list[dict], out: Path, charts: list[str]) -> Path:
+    lines = [f"# Run `{run}`", "", *[f"![{Path(c).stem}]({c})" for c in charts], "",
+             "| gen | parent | prompt | weights | train reward | zero-var | held-out pass@1 |"
              " Δ weights | Δ prompt | accepted |", "|---|---|---|---|---|---|---|---|---|---|"]
     by_id = {g["id"]: g for g in gens}
     removed: dict[str, dict[str, int]] = defaultdict(lambda: {"weights": 0, "prompt": 0})
@@ -168,6 +108,5 @@ def _write_summary(run: str, gens: list[dict], out: Path) -> Path:
                      f"{last.get('failure_classes', {}).get(cls, 0)} | {removed[cls]['weights']} | "
                      f"{removed[cls]['prompt']} |")
     lines += _version_lines(gens)
-    lines += ["", "Plots: train_reward.png, heldout_passk.png, zero_variance.png, contributions.png, "
-              "prompt_lineage.png", ""]
+    lines += _prompt_lines(store, run, gens) + [""]
     return atomic_write_text(out / "summary.md", "\n".join(lines))

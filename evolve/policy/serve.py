@@ -1,8 +1,8 @@
 """An OpenAI-compatible chat endpoint for one policy (``evolve serve``): POST /v1/chat/completions, GET /v1/models.
 
-Standard library only (``http.server``). The served system text (a generation's evolved prompt) goes
-first: a request's own system message is appended to it, so any tool pointed here gets the
-generation as it was evaluated. Requests are served one at a time (one model, one lock).
+A Starlette app on uvicorn (``evolve.util.http_server``, the stack ``evolve ui`` uses too). The served
+system text (a generation's evolved prompt) goes first: a request's own system message is appended to
+it, so any tool pointed here gets the generation as it was evaluated. Requests are served one at a time (one model, one lock).
 
 Safety: binding anything but a loopback address needs a token (``Authorization: Bearer TOKEN``);
 with a token set, every request must carry it (compared in constant time). Request bodies are
@@ -12,26 +12,16 @@ capped, and so is ``n``; ``max_tokens`` is clamped to ``--max-tokens``.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from evolve.errors import ConfigError
+from evolve.util.http_server import is_loopback
 
 MAX_BODY = 1 << 20
 MAX_N = 16
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_bind(host: str, token: str | None) -> None:
@@ -45,20 +35,6 @@ class BadRequest(ValueError):
 
 class ClientGone(Exception):
     """The client closed its connection before its request's turn: nobody would read the answer."""
-
-
-def peer_closed(sock) -> bool:
-    """True when the other end has closed: the socket reads as ready and a peek returns nothing."""
-    import select
-    import socket
-
-    try:
-        ready, _, _ = select.select([sock], [], [], 0)
-        return bool(ready) and sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except (BlockingIOError, InterruptedError):
-        return False
-    except OSError:
-        return True
 
 
 def apply_system(system_text: str, messages: list[dict]) -> list[dict]:
@@ -89,7 +65,8 @@ class ChatService:
 
     def complete(self, body: dict, client_gone=lambda: False) -> dict:
         """``client_gone()`` is asked once the request's turn comes: a client that timed out while
-        waiting (a reflector's retry gives up on a slow CPU model) costs no generation."""
+        waiting (a reflector's retry gives up on a slow CPU model) costs no generation. Runs in a
+        worker thread: generation blocks."""
         from evolve.policy.backends.hf import HFBackend
 
         messages = apply_system(self.system_text, body.get("messages"))
@@ -133,79 +110,98 @@ def _float(v, name, lo, hi) -> float:
     return float(v)
 
 
-def make_handler(service: ChatService, token: str | None, log=None):
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "evolve-serve"
-
-        def log_message(self, fmt, *args):  # one line per request, to the caller's log
-            if log:
-                log(f"{self.address_string()} {fmt % args}")
-
-        def _send(self, code: int, obj: dict) -> None:
-            data = json.dumps(obj).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _error(self, code: int, message: str, kind: str = "invalid_request_error") -> None:
-            self._send(code, {"error": {"message": message, "type": kind, "code": code}})
-
-        def _authorized(self) -> bool:
-            if not token:
-                return True
-            got = self.headers.get("Authorization", "")
-            if hmac.compare_digest(got.encode(), f"Bearer {token}".encode()):
-                return True
-            self._error(401, "missing or wrong bearer token", "authentication_error")
-            return False
-
-        def do_GET(self):  # noqa: N802 - http.server naming
-            if not self._authorized():
-                return
-            if self.path.rstrip("/") in ("/v1/models", "/models"):
-                self._send(200, {"object": "list", "data": [
-                    {"id": service.model_name, "object": "model", "owned_by": "evolve"}]})
-            elif self.path.rstrip("/") in ("/health", ""):
-                self._send(200, {"status": "ok"})
-            else:
-                self._error(404, f"no route {self.path}")
-
-        def do_POST(self):  # noqa: N802
-            if not self._authorized():
-                return
-            if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
-                self._error(404, f"no route {self.path}")
-                return
-            length = int(self.headers.get("Content-Length") or 0)
-            if length <= 0 or length > MAX_BODY:
-                self._error(413 if length > MAX_BODY else 400, "body missing or too large")
-                return
-            try:
-                body = json.loads(self.rfile.read(length))
-                if not isinstance(body, dict):
-                    raise BadRequest("the body must be a JSON object")
-                if body.get("stream"):
-                    raise BadRequest("stream=true is not supported")
-                self._send(200, service.complete(body, lambda: peer_closed(self.connection)))
-            except ClientGone:
-                self.log_message("client gone before its turn: request dropped, nothing generated")
-                self.close_connection = True
-            except (BrokenPipeError, ConnectionResetError):  # it left while we generated: one line, no trace
-                self.log_message("client gone before the answer was sent")
-                self.close_connection = True
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                self._error(400, "body is not JSON")
-            except BadRequest as e:
-                self._error(400, str(e))
-
-    return Handler
-
-
-def make_server(service: ChatService, host: str, port: int, token: str | None, log=None) -> ThreadingHTTPServer:
-    check_bind(host, token)
+async def _read_json(request) -> dict:
+    """The request's JSON object, refusing a body over ``MAX_BODY`` before reading it all."""
     try:
-        return ThreadingHTTPServer((host, port), make_handler(service, token, log))
-    except OSError as e:
-        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+        length = int(request.headers.get("content-length") or 0)
+    except ValueError:
+        raise BadRequest("bad Content-Length") from None
+    if length <= 0 or length > MAX_BODY:
+        raise _TooLarge if length > MAX_BODY else BadRequest("body missing or too large")
+    raw = b""
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY:
+            raise _TooLarge
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise BadRequest("body is not JSON") from None
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object")
+    if body.get("stream"):
+        raise BadRequest("stream=true is not supported")
+    return body
+
+
+class _TooLarge(BadRequest):
+    pass
+
+
+def _error(code: int, message: str, kind: str = "invalid_request_error"):
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": {"message": message, "type": kind, "code": code}}, status_code=code)
+
+
+def create_app(service: ChatService, token: str | None, log=None):
+    """The Starlette app: the OpenAI routes, a bearer-token check on every request, JSON errors."""
+    from anyio import from_thread
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    say = log or (lambda line: None)
+    expected = f"Bearer {token}".encode() if token else None
+
+    def denied(request):
+        got = request.headers.get("authorization", "").encode()
+        if expected is None or hmac.compare_digest(got, expected):
+            return None
+        return _error(401, "missing or wrong bearer token", "authentication_error")
+
+    async def models(request):
+        return denied(request) or JSONResponse({"object": "list", "data": [
+            {"id": service.model_name, "object": "model", "owned_by": "evolve"}]})
+
+    async def health(request):
+        return denied(request) or JSONResponse({"status": "ok"})
+
+    async def chat(request):
+        if (no := denied(request)) is not None:
+            return no
+        peer = request.client.host if request.client else "-"
+        try:
+            body = await _read_json(request)
+            # asked from the worker thread once the request's turn comes (the model is one lock)
+            gone = lambda: from_thread.run(request.is_disconnected)  # noqa: E731
+            out = await run_in_threadpool(service.complete, body, gone)
+        except ClientGone:
+            say(f"{peer} client gone before its turn: request dropped, nothing generated")
+            return _error(499, "client closed the request")
+        except BadRequest as e:
+            return _error(413 if isinstance(e, _TooLarge) else 400, str(e) or "body missing or too large")
+        say(f"{peer} POST {request.url.path} 200")
+        return JSONResponse(out)
+
+    async def not_found(request, exc):  # the token is checked first here too: no route probing without it
+        if (no := denied(request)) is not None:
+            return no
+        if getattr(exc, "status_code", 404) == 405:
+            return _error(405, f"method {request.method} not allowed on {request.url.path}")
+        return _error(404, f"no route {request.url.path}")
+
+    routes = [Route(p, models, methods=["GET"]) for p in ("/v1/models", "/models", "/v1/models/", "/models/")]
+    routes += [Route(p, health, methods=["GET"]) for p in ("/health", "/")]
+    routes += [Route(p, chat, methods=["POST"]) for p in ("/v1/chat/completions", "/chat/completions",
+                                                          "/v1/chat/completions/", "/chat/completions/")]
+    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+
+
+def make_server(service: ChatService, host: str, port: int, token: str | None, log=None):
+    """The app on (host, port), not yet serving: ``serve_forever()``, ``shutdown()``, ``server_address``."""
+    from evolve.util.http_server import Server, listen
+
+    check_bind(host, token)
+    return Server(create_app(service, token, log), listen(host, port))

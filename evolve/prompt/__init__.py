@@ -17,16 +17,8 @@ from evolve.prompt.reflect import Draft, Reflector, make_reflector
 from evolve.prompt.reflective_dataset import ReflectiveDataset, build_reflective_dataset
 from evolve.prompt.seed import load_seed_prompt
 
-
-def optimize_prompt(*args, **kwargs):
-    """Standalone GEPA run (``gepa.optimize``) over our policy and verifier; see :mod:`evolve.prompt.adapter`."""
-    from evolve.prompt.adapter import optimize_prompt as _impl
-
-    return _impl(*args, **kwargs)
-
-
 __all__ = [
     "Candidate", "Draft", "LMRecorder", "MemoryRecorder", "NullRecorder", "PromptEvolutionConfig",
     "PromptEvolver", "Proposal", "Reflector", "ReflectiveDataset", "ReplayRecorder", "StoreRecorder",
-    "build_reflective_dataset", "load_seed_prompt", "make_reflector", "optimize_prompt", "render_messages",
+    "build_reflective_dataset", "load_seed_prompt", "make_reflector", "render_messages",
 ]

@@ -63,7 +63,7 @@ class RecordedCall:
 
 
 class MemoryRecorder:
-    """Keeps calls in a list (tests, or a standalone ``optimize_prompt`` run)."""
+    """Keeps calls in a list (tests)."""
 
     replay = False
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copy
 
+from markupsafe import Markup
+
 from evolve.errors import LineageError
 from evolve.lineage import pages
 from evolve.lineage.diff import component_diffs, describe, diff_generations, metric_deltas
@@ -41,24 +43,31 @@ def run_page(store, name: str, params, url) -> dict:
     gp = pager(_int(params.get("page"), 0), total, GEN_PAGE)
     rows, _ = pages.generations_page(store, run["id"], gp["offset"], GEN_PAGE)
     dag = pages.prompt_dag_page(store, run["id"], gp["offset"], gp["offset"] + GEN_PAGE)
-    cv = _curves(store, run)
-    s = cv["series"]
-    xs = cv["x"]
-    note = f" ({cv['n']} generations, {cv['bucket']} per point)" if cv["bucketed"] else ""
-    curves = [
-        charts.line_chart(xs, {f"pass@{k}": s[f"pass@{k}"] for k in run["ks"]}, "held-out pass@k" + note,
-                          y_min=0, y_max=1, chart_id="chart-passk"),
-        charts.line_chart(xs, {"train reward": s["train_reward"]}, "train reward" + note, y_min=0,
-                          chart_id="chart-reward"),
-        charts.line_chart(xs, {"all-fail share": s["all_fail_share"]}, "all-fail groups (share)" + note,
-                          y_min=0, y_max=1, chart_id="chart-allfail"),
-        charts.line_chart(xs, {"Δ from weights": s["delta_weights"], "Δ from prompt": s["delta_prompt"]},
-                          "attribution of Δ held-out pass@1" + note, chart_id="chart-attribution"),
-    ]
+    curves = list(run_charts(_curves(store, run), run["ks"]).values())
     tree = charts.tree_svg(rows, lambda i: url("generation", run_id=run["id"], index=i))
     wchain = [row for row in rows if row["weights_changed"]]
     return {"run": run, "gens": rows, "gp": gp, "dag": dag, "curves": curves, "tree": tree,
             "weights": wchain}
+
+
+def run_charts(cv: dict, ks: list[int]) -> dict[str, Markup]:
+    """A run's curves (``pages.curves``) as SVG charts by id: the run page shows them and
+    ``evolve report`` writes them to files (one plotting path)."""
+    s, xs = cv["series"], cv["x"]
+    note = f" ({cv['n']} generations, {cv['bucket']} per point)" if cv["bucketed"] else ""
+    return {
+        "chart-passk": charts.line_chart(xs, {f"pass@{k}": s[f"pass@{k}"] for k in ks}, "held-out pass@k" + note,
+                                         y_min=0, y_max=1, chart_id="chart-passk"),
+        "chart-reward": charts.line_chart(xs, {"train reward": s["train_reward"]}, "train reward" + note,
+                                          y_min=0, chart_id="chart-reward"),
+        "chart-allfail": charts.line_chart(xs, {"all-fail share": s["all_fail_share"]},
+                                           "all-fail groups (share)" + note, y_min=0, y_max=1,
+                                           chart_id="chart-allfail"),
+        "chart-attribution": charts.line_chart(xs, {"Δ from weights": s["delta_weights"],
+                                                    "Δ from prompt": s["delta_prompt"]},
+                                               "attribution of Δ held-out pass@1" + note,
+                                               chart_id="chart-attribution"),
+    }
 
 
 _CURVES: dict[tuple, dict] = {}

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 TRACKED_PACKAGES = (
-    "evolve", "torch", "transformers", "tokenizers", "trl", "peft", "accelerate", "dspy", "gepa",
+    "evolve", "torch", "transformers", "tokenizers", "trl", "peft", "accelerate", "gepa",
     "litellm", "sqlalchemy", "alembic", "typer", "rich", "pydantic", "numpy",
 )
 

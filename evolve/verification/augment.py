@@ -32,8 +32,8 @@ from evolve.util.hashing import content_hash, sha256_file
 from evolve.util.text import one_line
 from evolve.verification.differential import oracle_for
 from evolve.verification.pipeline_types import Pipeline
-from evolve.verification.reply import loaded
 from evolve.verification.sandbox.codec import decode, encode
+from evolve.verification.sandbox_output import loaded
 from evolve.verification.selfcheck import (
     SelfCheckReport,
     TaskCheck,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from evolve.verification.contracts import admits, contract_for
 from evolve.verification.inputgen import mutate_inputs, task_rng
-from evolve.verification.reply import Outcome, Reply, loaded
+from evolve.verification.sandbox_output import Outcome, Reply, loaded
 from evolve.verification.stages.tests import judge
 from evolve.verification.types import Task, TestCase
 from evolve.verification.verifier import Verifier
@@ -61,7 +61,7 @@ CHUNK = 25  # generated calls per sandbox job: one slow input costs a chunk its 
 def run_outputs(verifier: Verifier, items: list[tuple[Task, str, list[tuple]]]) -> list[list[Outcome]]:
     """Each (task, program, calls): one Outcome per call, still encoded. Calls run in chunks of ``CHUNK``;
     a chunk whose job loaded nothing or raised a hack flag gives "missing" for all its calls (a job killed
-    before its last result keeps what it finished; one killed after it keeps nothing: reply.py)."""
+    before its last result keeps what it finished; one killed after it keeps nothing: sandbox_output.py)."""
     jobs, spans = [], []
     for task, program, calls in items:
         spans.append((len(jobs), (len(calls) + CHUNK - 1) // CHUNK))

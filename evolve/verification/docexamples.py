@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from evolve.verification.differential import oracle_for, run_outputs
-from evolve.verification.reply import loaded
+from evolve.verification.sandbox_output import loaded
 from evolve.verification.stages.base import call_repr, short
 from evolve.verification.stages.tests import judge
 from evolve.verification.types import Task, TestCase

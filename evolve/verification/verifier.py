@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evolve.verification.pipeline import Pipeline, load_pipeline
-from evolve.verification.reply import Reply, loaded, safe_parse_reply
 from evolve.verification.rewrite import rewrite_check
 from evolve.verification.sandbox.client import ForkServer, SandboxConfig
 from evolve.verification.sandbox.codec import decode, is_plain
+from evolve.verification.sandbox_output import Reply, loaded, safe_parse_reply
 from evolve.verification.stages import StageContext, make_stage
 from evolve.verification.tasks import assemble_program, humaneval_path
 from evolve.verification.types import StageResult, Task, TestCase, VerifyResult

@@ -59,3 +59,18 @@ def test_unreachable_server_is_a_clear_error():
                                                                    "api_base": "http://127.0.0.1:9/v1", "timeout": 5}})
     with pytest.raises(EvolveError, match="litellm backend openai/x"):
         load_policy(spec).generate([[{"role": "user", "content": "hi"}]], n=1, seed=0)
+
+
+@pytest.mark.parametrize("status,requests", [(500, 2), (400, 1)])
+def test_num_retries_counts_requests_and_only_transient_errors_are_retried(status, requests):
+    """``num_retries = 1`` is at most two requests, and a 400 (which cannot succeed) is sent once:
+    evolve/util/retry.py, not litellm's own retries (which sent 3 and 2 here)."""
+    s = FakeOpenAI(lambda body: ("error", status))
+    try:
+        spec = PolicySpec.from_dict({"backend": "litellm", "litellm": {"model": "openai/x", "num_retries": 1,
+                                                                       "api_base": s.url, "timeout": 5}})
+        with pytest.raises(EvolveError, match="litellm backend openai/x"):
+            load_policy(spec).generate([[{"role": "user", "content": "hi"}]], n=1, seed=0)
+        assert len(s.requests) == requests
+    finally:
+        s.stop()

@@ -26,7 +26,6 @@ from evolve.prompt import (
     load_seed_prompt,
     make_reflector,
 )
-from evolve.prompt.adapter import roll_out_candidate
 from evolve.prompt.lessons import split_lessons
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,7 +58,11 @@ class TeacherPolicy:
 
 
 def pass_at_1(policy, verifier, cand, tasks, n, seed) -> float:
-    groups = roll_out_candidate(policy, verifier, cand, tasks, n, seed, purpose="heldout")
+    from evolve.env.episode import run_episodes
+    from evolve.env.suites import SuiteEnv
+
+    groups = run_episodes(SuiteEnv("tasks", lambda: {"train": tasks}), policy, verifier, cand, tasks, n, seed,
+                          "heldout")
     return sum(r.passed for g in groups for r in g) / sum(len(g) for g in groups)
 
 
@@ -110,7 +113,7 @@ def test_offline_prompt_evolution_gains_pass_at_1_with_the_frozen_tiny_model(def
     """The default tiny-coder model as shipped (the same file on every machine; or $EVOLVE_TINY_MODEL).
 
     The CI preset model is too weak for this (held-out pass@1 ~0), so it is not used here; the
-    engine's mechanics on the CI model are covered by test_gepa_adapter.py.
+    engine's mechanics on the CI model are covered by tests/env and tests/loop.
     """
     import os
 

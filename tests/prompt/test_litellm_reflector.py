@@ -105,6 +105,15 @@ def test_errors_are_retried_then_succeed(fresh):
     assert len(fresh.requests) == 3
 
 
+def test_a_bad_request_is_not_retried(fresh):
+    """A 400 cannot succeed when asked again: one request, recorded as the failed draft."""
+    fresh.script[:] = [("error", 400), [("Never reached.", "stop")]]
+    cfg = config(fresh.url)
+    (d,) = make_reflector(cfg, MemoryRecorder()).reflect(SEED, dataset(cfg), random.Random(0), 1)
+    assert d.components is None and d.error.startswith("BadRequestError")
+    assert len(fresh.requests) == 1
+
+
 def test_timeouts_are_retried(fresh):
     fresh.script[:] = [("sleep", 2.5), [("Read the whole task before coding.", "stop")]]
     cfg = config(fresh.url, timeout_s=1.0)

@@ -14,7 +14,7 @@ from conftest import ADD, REPO
 
 from evolve.verification import Task, TestCase, Verifier, load_pipeline
 from evolve.verification.pipeline import StageConfig
-from evolve.verification.reply import Reply, loaded, safe_parse_reply
+from evolve.verification.sandbox_output import Reply, loaded, safe_parse_reply
 from evolve.verification.stages.base import StageContext
 from evolve.verification.stages.perf import PerfStage
 

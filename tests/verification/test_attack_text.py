@@ -18,7 +18,7 @@ import pytest
 from conftest import ADD, REPO
 
 from evolve.verification import Task, TestCase, Verifier, load_pipeline
-from evolve.verification.chat_reply import ChatVerifier, extract, fenced_blocks
+from evolve.verification.model_reply import ChatVerifier, extract, fenced_blocks
 from evolve.verification.sandbox.codec import decode
 from evolve.verification.tasks import assemble_program, strip_fences
 

@@ -16,9 +16,9 @@ import os
 import signal
 import time
 
-from evolve.verification.reply import parse_reply
 from evolve.verification.sandbox.batch import _Batch
 from evolve.verification.sandbox.client import ForkServer, SandboxConfig
+from evolve.verification.sandbox_output import parse_reply
 
 GOOD = "def f(a, b):\n    return a + b\n"
 BAD = "def f(a, b):\n    return a - b\n"

@@ -13,8 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from evolve.loop.config import GenerationSeeds
+from evolve.loop.context import LoopContext, Outcome, Timer
+from evolve.loop.state import LoopState
 from evolve.prompt.candidate import Candidate
+from evolve.prompt.challengers import Challenger
 from evolve.rollout import Rollout
+from evolve.verification.types import Task
 
 
 @dataclass
@@ -23,7 +28,7 @@ class Arm:
 
     candidate: Candidate
     samples: int
-    challenger: object | None = None  # evolve.prompt.challengers.Challenger under in-group selection
+    challenger: Challenger | None = None  # under in-group selection
     rollouts: list[Rollout] = field(default_factory=list)  # filled by the controller
 
 
@@ -32,15 +37,16 @@ class PromptSelection(Protocol):
 
     type: str
 
-    def arms(self, ctx, state, seeds, group_size: int) -> list[Arm]:
+    def arms(self, ctx: LoopContext, state: LoopState, seeds: GenerationSeeds, group_size: int) -> list[Arm]:
         """Which prompts share each task's ``group_size`` samples this generation."""
         ...
 
-    def update_record(self, carried_groups: int, distill_groups: int) -> dict:
+    def update_record(self, carried_groups: int, distill_groups: int) -> dict[str, int]:
         """What this rule records next to the update's stats (as recorded since the rule existed)."""
         ...
 
-    def judge(self, ctx, state, index: int, seeds, arms: list[Arm], tasks, out, timer) -> list[Rollout]:
+    def judge(self, ctx: LoopContext, state: LoopState, index: int, seeds: GenerationSeeds, arms: list[Arm],
+              tasks: list[Task], out: Outcome, timer: Timer) -> list[Rollout]:
         """After the update: score, promote or retire, reflect; returns the rollouts to carry into the
         next weight update."""
         ...

@@ -22,10 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evolve.loop.context import budget_left
+from evolve.loop.config import GenerationSeeds
+from evolve.loop.context import LoopContext, Outcome, Timer, budget_left
 from evolve.loop.rollouts import PENDING_WEIGHTS, roll_out, task_scores, verify
 from evolve.loop.selection.base import Arm
 from evolve.loop.selection.configs import GateSelection
+from evolve.loop.state import LoopState
 from evolve.prompt.candidate import Candidate
 from evolve.prompt.gate_rule import gate_passes
 from evolve.rollout import Rollout
@@ -37,13 +39,14 @@ class Gate:
     sel: GateSelection
     type: str = "gate"
 
-    def arms(self, ctx, state, seeds, group_size: int) -> list[Arm]:
+    def arms(self, ctx: LoopContext, state: LoopState, seeds: GenerationSeeds, group_size: int) -> list[Arm]:
         return [Arm(ctx.evolver.current(), group_size)]
 
-    def update_record(self, carried_groups: int, distill_groups: int) -> dict:
+    def update_record(self, carried_groups: int, distill_groups: int) -> dict[str, int]:
         return {"carried_groups": carried_groups}
 
-    def judge(self, ctx, state, index: int, seeds, arms: list[Arm], tasks, out, timer) -> list[Rollout]:
+    def judge(self, ctx: LoopContext, state: LoopState, index: int, seeds: GenerationSeeds, arms: list[Arm],
+              tasks: list[Task], out: Outcome, timer: Timer) -> list[Rollout]:
         """Reflect on the routed failures, gate each proposal (minibatch, then validation); returns the
         current prompt's evaluation rollouts (on-policy for the next update)."""
         parent, routing = arms[0].candidate, out.routing

@@ -25,11 +25,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from evolve.loop.config import GenerationSeeds
+from evolve.loop.context import LoopContext, Outcome, Timer
 from evolve.loop.rollouts import task_scores
 from evolve.loop.selection.base import Arm
 from evolve.loop.selection.configs import InGroupSelection
+from evolve.loop.state import LoopState
 from evolve.prompt.evidence import EvidenceRule, log_wealth
 from evolve.rollout import Rollout
+from evolve.verification.types import Task
 
 
 def evidence_rule(sel: InGroupSelection) -> EvidenceRule:
@@ -53,7 +57,7 @@ class InGroup:
     sel: InGroupSelection
     type: str = "in_group"
 
-    def arms(self, ctx, state, seeds, group_size: int) -> list[Arm]:
+    def arms(self, ctx: LoopContext, state: LoopState, seeds: GenerationSeeds, group_size: int) -> list[Arm]:
         """The incumbent, plus the challenger Thompson sampling picks (seeded per generation) when the
         group is whole: half of it each."""
         ev = ctx.evolver
@@ -66,10 +70,11 @@ class InGroup:
         incumbent.samples = group_size - per
         return [incumbent, Arm(picked[0].candidate, per, picked[0])]
 
-    def update_record(self, carried_groups: int, distill_groups: int) -> dict:
+    def update_record(self, carried_groups: int, distill_groups: int) -> dict[str, int]:
         return {"distill_groups": distill_groups}
 
-    def judge(self, ctx, state, index: int, seeds, arms: list[Arm], tasks, out, timer) -> list[Rollout]:
+    def judge(self, ctx: LoopContext, state: LoopState, index: int, seeds: GenerationSeeds, arms: list[Arm],
+              tasks: list[Task], out: Outcome, timer: Timer) -> list[Rollout]:
         ev, rule = ctx.evolver, evidence_rule(self.sel)
         inc_rolls, records, promoted = arms[0].rollouts, [], []
         with timer.phase("select_prompt"):

@@ -15,6 +15,9 @@ import os
 from evolve.errors import EvolveError
 from evolve.policy.sample import Sample
 from evolve.policy.spec import LitellmSpec, SamplingSpec
+from evolve.util.retry import with_retries
+
+BACKOFF_S = 1.0  # first wait before a retry (doubled each time): the reflector's default
 
 
 def render_plain(messages: list[dict]) -> str:
@@ -66,12 +69,15 @@ class LitellmBackend:
             kwargs["api_key"] = os.environ.get(self.cfg.api_key_env, "")
         elif self.cfg.api_base:
             kwargs["api_key"] = "none"  # local OpenAI-compatible servers ignore it; the client requires one
-        try:
+        def once():
             return litellm.completion(
                 model=self.cfg.model, messages=messages, n=n, temperature=self.sampling.temperature,
                 top_p=self.sampling.top_p, max_tokens=self.sampling.max_new_tokens, seed=seed,
-                api_base=self.cfg.api_base, timeout=self.cfg.timeout, num_retries=self.cfg.num_retries, **kwargs,
+                api_base=self.cfg.api_base, timeout=self.cfg.timeout, num_retries=0, **kwargs,
             )
+
+        try:
+            return with_retries(once, self.cfg.num_retries, BACKOFF_S)
         except Exception as e:  # an unreachable server or a bad key is the user's to fix
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise EvolveError(f"litellm backend {self.cfg.model}: {first}") from None

@@ -3,8 +3,8 @@
 
 One request per reflection step: the current instruction and failing traces from several tasks in,
 several sampled drafts of ONE general rule out (the prompt, the filter, and where they depart from
-gepa's own template: evolve/prompt/reflect/lm_rule.py). Errors and timeouts are retried with
-exponential backoff, then recorded and returned as a failed draft: the run goes on. Empty, truncated
+gepa's own template: evolve/prompt/reflect/lm_rule.py). Transient errors and timeouts are retried
+(evolve/util/retry.py, the one retry policy), then recorded and returned as a failed draft: the run goes on. Empty, truncated
 (finish_reason "length"), rambling or task-restating drafts are refused and recorded, never accepted
 as a prompt.
 """
@@ -22,6 +22,7 @@ from evolve.prompt.recorder import LMRecorder, NullRecorder, recorded_call
 from evolve.prompt.reflect.base import Draft
 from evolve.prompt.reflect.lm_rule import RULE_MAX_TOKENS, filter_rule, pick_records, render_rule_prompt
 from evolve.prompt.reflective_dataset import ReflectiveDataset
+from evolve.util.retry import with_retries
 
 
 class LiteLLMReflector:
@@ -90,17 +91,11 @@ class LiteLLMReflector:
             kwargs["api_key"] = os.environ.get(c.api_key_env or "", "") or "sk-local"
         elif c.api_key_env:
             kwargs["api_key"] = os.environ.get(c.api_key_env, "")
-        error = "no attempt"
-        for attempt in range(c.retries + 1):
-            if attempt:
-                self._sleep(c.backoff_s * 2 ** (attempt - 1))
-            try:
-                resp = litellm.completion(**kwargs)
-            except Exception as e:  # noqa: BLE001 - any provider error is retried, then recorded
-                error = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
-                continue
-            return self._parse(resp)
-        return None, error, {}, 0.0
+        try:
+            resp = with_retries(lambda: litellm.completion(**kwargs), c.retries, c.backoff_s, self._sleep)
+        except Exception as e:  # noqa: BLE001 - any provider error, after the retries, is recorded
+            return None, f"{type(e).__name__}: {' '.join(str(e).split())[:300]}", {}, 0.0
+        return self._parse(resp)
 
     @staticmethod
     def _parse(resp) -> tuple[dict, None, dict, float]:

@@ -10,7 +10,7 @@ from evolve.verification.types import StageResult, Task, TestCase
 
 if TYPE_CHECKING:
     from evolve.verification.pipeline_types import Pipeline, StageConfig
-    from evolve.verification.reply import Reply
+    from evolve.verification.sandbox_output import Reply
 
 MAX_REPR = 200  # per input / expected / got in a trace
 MAX_TRACE = 1000  # a whole stage trace

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from evolve.verification.reply import Outcome, loaded
 from evolve.verification.rewrite import compare
 from evolve.verification.sandbox.codec import same_types
+from evolve.verification.sandbox_output import Outcome, loaded
 from evolve.verification.stages.base import StageContext, call_repr, clip, register, short
 from evolve.verification.types import StageResult, TestCase, TestFailure
 

@@ -7,7 +7,7 @@ import pytest
 
 from evolve.gym.chat import humaneval_split, load_chat_suite, tiny_coder_user, with_chat_rendering
 from evolve.verification import Verifier, load_humaneval
-from evolve.verification.chat_reply import ChatVerifier, extract, looks_like_prose
+from evolve.verification.model_reply import ChatVerifier, extract, looks_like_prose
 
 DOUBLE = "def f(xs):\n    return [x * 2 for x in xs]\n"
 
