@@ -99,7 +99,9 @@ def validate_as(cls: type[BaseModel], data: Any, source: str, where: str = "",
 def _untag(model: type[BaseModel], loc: list[str]) -> tuple[list[str], str | None]:
     """``loc`` without the tag pydantic inserts after a discriminated union's field
     (``selection.gate.val_tasks`` -> ``selection.val_tasks``), and that tag."""
-    out, tag, current = [], None, model
+    out: list = []
+    tag = None
+    current: type[BaseModel] | None = model
     parts = list(loc)
     while parts:
         part = parts.pop(0)

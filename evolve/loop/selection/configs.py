@@ -19,8 +19,8 @@ from pydantic import Field
 
 from evolve.util.config_model import ConfigModel
 
-_UNIT = {"gt": 0, "lt": 1}  # a level or a probability: (0, 1)
-_FRACTION = {"ge": 0, "lt": 1}  # a margin or a threshold: [0, 1)
+# Bounds written out at each field (not **kwargs) so the type checker sees the Field call:
+# a level or a probability is in (0, 1); a margin or a threshold in [0, 1).
 
 
 class InGroupSelection(ConfigModel):
@@ -39,18 +39,18 @@ class InGroupSelection(ConfigModel):
         0.1, gt=0, description="Prior sd of a challenger's mean paired difference, for Thompson allocation (which "
         "challenger gets a generation's samples) and eviction; never used by the promotion test.")
     evict_below: float = Field(
-        0.3, **_FRACTION, description="When reflection has a new proposal and the pool is full, retire "
+        0.3, ge=0, lt=1, description="When reflection has a new proposal and the pool is full, retire "
         "(\"retired-evicted\") the measured challenger with the lowest posterior chance of beating the incumbent "
         "if that is below this; 0 = never. Eviction never promotes, so the promotion error rate is unchanged.")
     promote_alpha: float = Field(
-        0.1, **_UNIT, description="A challenger whose differences are symmetric about promote_margin is "
+        0.1, gt=0, lt=1, description="A challenger whose differences are symmetric about promote_margin is "
         "promoted with probability at most this, over all its looks.")
     promote_looks: int = Field(
         6, ge=1, description="Generations a challenger is tested in before it is retired (\"retired-cap\"); the "
         "divisor of promote_alpha per look (union bound).")
-    promote_margin: float = Field(0.0, **_FRACTION, description="Mean paired difference (challenger - incumbent, "
+    promote_margin: float = Field(0.0, ge=0, lt=1, description="Mean paired difference (challenger - incumbent, "
                                   "per task) a challenger must beat.")
-    retire_alpha: float = Field(0.2, **_UNIT, description="Level of the mirror test that retires a challenger "
+    retire_alpha: float = Field(0.2, gt=0, lt=1, description="Level of the mirror test that retires a challenger "
                                 "that is losing.")
     evidence_cap: int = Field(96, ge=1, description="Paired task differences after which an undecided challenger "
                               "is retired.")
@@ -71,9 +71,9 @@ class GateSelection(ConfigModel):
     val_tasks: int = Field(16, ge=1, description="Validation tasks (train split, fixed) that a proposal passing "
                            "the minibatch gate must win on.")
     val_samples: int = Field(4, ge=1, description="Samples per validation task.")
-    gate_alpha: float = Field(0.2, **_UNIT, description="Level of the sign-flip test: the stated rate at which a "
+    gate_alpha: float = Field(0.2, gt=0, lt=1, description="Level of the sign-flip test: the stated rate at which a "
                               "line that changes nothing passes.")
-    gate_margin: float = Field(0.0, **_FRACTION, description="Mean paired validation difference a proposal must "
+    gate_margin: float = Field(0.0, ge=0, lt=1, description="Mean paired validation difference a proposal must "
                                "exceed (strictly).")
 
 
