@@ -14,7 +14,7 @@ from evolve.errors import ConfigError
 from evolve.loop.guided import SOURCES
 from evolve.loop.legacy import upgrade_recorded
 from evolve.loop.selection.configs import (
-    GateSelection,
+    SELECTION_TYPES,
     InGroupSelection,
     SelectionConfig,
     selection_from_dict,
@@ -202,7 +202,7 @@ class LoopConfig:
             bad("max_rollouts must be positive")
         if not isinstance(self.guided_retries, tuple) or any(x not in SOURCES for x in self.guided_retries):
             bad(f"guided_retries must be a list of {', '.join(SOURCES)}, got {self.guided_retries!r}")
-        if not isinstance(self.selection, InGroupSelection | GateSelection):
+        if not isinstance(self.selection, tuple(SELECTION_TYPES.values())):
             bad(f"selection must be a [loop.selection] table, got {self.selection!r}")
         self.selection.validate(bad)
         if self.heldout_final_tasks is not None and self.heldout_final_tasks < 0:

@@ -1,4 +1,4 @@
-"""The prompt-selection rules' configs: ``[loop.selection]`` with ``type = "in_group" | "gate"``.
+"""The prompt-selection rules' configs: ``[loop.selection]`` with ``type = "in_group" | "value" | "gate"``.
 
 A discriminated union: each type has only its own fields, and a key of the other type (or of none)
 is a one-line ConfigError, so a config cannot carry a setting that silently does nothing. Options
@@ -78,6 +78,45 @@ class InGroupSelection:
 
 
 @dataclass(frozen=True)
+class ValueSelection:
+    """In-group selection (as ``in_group``: same groups, same promotion test, same error rate) with one
+    allocation rule that values a look by what it can decide (evolve/loop/selection/value.py): the
+    challenger whose next look is likeliest to promote it gets the samples, its share shrinks while the
+    pool's evidence is negative, the losing test waits for retire_after_looks looks, and a proposal
+    displaces a measured line whose next look is worth less than an untried line's."""
+
+    type: ClassVar[str] = "value"
+    challenger_pool: int = 4
+    """Most challengers waiting or being measured at once; reflection fills free places."""
+    prior_sd: float = 0.1
+    """Prior sd of a challenger's mean paired difference (its prior mean is the pool's evidence, at
+    most 0); used to value looks and size shares, never by the promotion test."""
+    min_share: int = 1
+    """Fewest samples of a task's group the challenger gets when the pool's evidence is negative (at
+    most half the group, which it gets while the evidence is not negative)."""
+    retire_after_looks: int = 2
+    """Looks before a losing challenger can be retired or a weak one displaced (not one unlucky look)."""
+    promote_alpha: float = 0.1
+    """As in_group: a line symmetric about promote_margin is promoted with probability at most this."""
+    promote_looks: int = 6
+    """As in_group: looks per challenger, the divisor of promote_alpha per look."""
+    promote_margin: float = 0.0
+    """As in_group: mean paired difference a challenger must beat."""
+    retire_alpha: float = 0.2
+    """As in_group: level of the mirror test that retires a losing challenger."""
+    evidence_cap: int = 96
+    """As in_group: paired task differences after which an undecided challenger is retired."""
+
+    def validate(self, bad) -> None:
+        _positive_ints(self, ("challenger_pool", "promote_looks", "evidence_cap", "min_share",
+                              "retire_after_looks"), bad)
+        _in_range(self, ("promote_alpha", "retire_alpha"), 0, 1, bad)
+        _in_range(self, ("promote_margin",), 0, 1, bad, closed_low=True)
+        if not (isinstance(self.prior_sd, int | float) and self.prior_sd > 0):
+            bad(f"selection.prior_sd must be positive, got {self.prior_sd!r}")
+
+
+@dataclass(frozen=True)
 class GateSelection:
     """GEPA's own rule, kept for comparison with the anchor: proposals are rolled out separately on a
     minibatch (GEPA's strictly-better sum), then on fixed validation tasks, both on the new weights
@@ -106,8 +145,8 @@ class GateSelection:
         _in_range(self, ("gate_margin",), 0, 1, bad, closed_low=True)
 
 
-SELECTION_TYPES: dict[str, type] = {c.type: c for c in (InGroupSelection, GateSelection)}
-SelectionConfig = InGroupSelection | GateSelection
+SELECTION_TYPES: dict[str, type] = {c.type: c for c in (InGroupSelection, ValueSelection, GateSelection)}
+SelectionConfig = InGroupSelection | ValueSelection | GateSelection
 
 
 def selection_from_dict(data: Any, source: str) -> SelectionConfig:
@@ -115,7 +154,7 @@ def selection_from_dict(data: Any, source: str) -> SelectionConfig:
     def bad(msg: str) -> None:
         raise ConfigError(f"{source}: {msg}")
 
-    if isinstance(data, InGroupSelection | GateSelection):
+    if isinstance(data, InGroupSelection | ValueSelection | GateSelection):
         return data
     if not isinstance(data, dict):
         bad(f"selection must be a table with type = {' | '.join(map(repr, SELECTION_TYPES))}, got {data!r}")
