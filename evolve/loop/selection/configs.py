@@ -88,9 +88,10 @@ class ValueSelection:
     type: ClassVar[str] = "value"
     challenger_pool: int = 4
     """Most challengers waiting or being measured at once; reflection fills free places."""
-    prior_sd: float = 0.1
+    prior_sd: float = 0.15
     """Prior sd of a challenger's mean paired difference (its prior mean is the pool's evidence, at
-    most 0); used to value looks and size shares, never by the promotion test."""
+    most 0); used to value looks and size shares, never by the promotion test. 0.15: the gym's lesson
+    moved the pass rate by +0.03 to +0.22 a paired task a look (docs/ablation.md)."""
     min_share: int = 1
     """Fewest samples of a task's group the challenger gets when the pool's evidence is negative (at
     most half the group, which it gets while the evidence is not negative)."""

@@ -4,11 +4,12 @@ values a look by what it can decide.
 The groups, the pairing (common random numbers), the promotion test and its error rate are in-group's
 (``in_group.py``, ``evolve.prompt.evidence``). What differs is one valuation, used four ways:
 
-- **Which challenger gets the samples**: the one whose next look is likeliest to end in promotion
-  (``next_look_promotes``), not Thompson's top posterior draw. A line measured at +0.02 over many pairs
-  has a tight posterior whose draws often win a Thompson round, yet one more look almost never makes it
-  pass the test; an untried line, or one with one good look, has a much better chance (docs/ablation.md:
-  on gym seed 20 the boundary lesson waited from generation 4 to 14 behind such a line).
+- **Which challenger gets the samples**: the one whose next look is worth most (``look_value``: the
+  expected gain a promotion at that look would bring), not Thompson's top posterior draw. A line measured
+  at +0.02 over many pairs has a tight posterior whose draws often win a Thompson round, yet one more look
+  seldom makes it pass the test and gains little when it does; an untried line, or one with one good look,
+  is worth more (docs/ablation.md: on gym seed 20 the boundary lesson waited from generation 4 to 14
+  behind such a line).
 - **How many of a task's group it gets** (``challenger_share``): half while the pool's evidence under the
   current incumbent is not negative, down to ``min_share`` as the posterior chance that the pool's lines
   help falls (unless the picked line's own evidence is better). Where no line helps, exploring then costs
@@ -21,7 +22,8 @@ The groups, the pairing (common random numbers), the promotion test and its erro
 
 Departures, on purpose: the knowledge gradient (Frazier, Powell & Dayanik 2008) values a measurement by
 the expected gain in the best posterior mean; here the only decision a look can change that matters is
-the promotion test's, so a look is valued by the chance that it crosses that test's threshold. The
+the promotion test's, so a look is valued by the gain realised when it crosses that test's threshold
+(a posterior belief alone promotes nothing). The
 exact sign-flip test is replaced, for valuation only, by its normal approximation (sum d / sqrt(sum d^2)
 against the z of alpha / looks), and each line's prior mean is the pool's evidence (at most 0) instead of
 0: where most proposals have not helped, an untried one is not presumed neutral. Allocation depends only
@@ -46,17 +48,25 @@ from evolve.prompt.evidence import PAIR_VAR, EvidenceRule, gaussian_posterior, p
 _N = NormalDist()
 
 
-def next_look_promotes(diffs, pairs: int, rule: EvidenceRule, prior_mean: float, prior_sd: float) -> float:
-    """The chance that one more look of ``pairs`` paired tasks ends in promotion, under the Gaussian
-    working model (posterior of the mean difference, predictive of the new pairs' sum) and the normal
-    approximation of the sign-flip statistic: promoted when sum d > z(alpha / looks) * sqrt(sum d^2)."""
+_Z = np.linspace(-4.0, 4.0, 81)  # posterior quadrature: standard-normal grid and weights
+_W = np.exp(-_Z**2 / 2) / np.sum(np.exp(-_Z**2 / 2))
+
+
+def look_value(diffs, pairs: int, rule: EvidenceRule, prior_mean: float, prior_sd: float) -> float:
+    """What one more look of ``pairs`` paired tasks is worth: the expected gain in the incumbent's pass
+    rate that a promotion at that look would bring, E[max(mu, 0) * P(promoted | mu)] over the Gaussian
+    posterior of the line's mean difference mu. P(promoted | mu) uses the normal approximation of the
+    sign-flip statistic: promoted when sum d > z(alpha / looks) * sqrt(sum d^2). A line at +0.02 whose next
+    look could tip the test is still worth little: promoting it gains little."""
     d = np.asarray(diffs, dtype=np.float64)
     var = pair_variance(d)
     mean, sd = gaussian_posterior(d, prior_sd, var, prior_mean)
-    new_mean, new_sd = pairs * mean, math.sqrt(pairs * var + (pairs * sd) ** 2)
-    squares = float(np.sum(d**2)) + pairs * (var + mean**2)  # expected sum of squares after the look
-    threshold = _N.inv_cdf(1.0 - rule.alpha / rule.looks) * math.sqrt(squares) + rule.margin * (d.size + pairs)
-    return 1.0 - _N.cdf((threshold - float(np.sum(d)) - new_mean) / new_sd)
+    mu = mean + sd * _Z
+    squares = float(np.sum(d**2)) + pairs * (var + mu**2)  # expected sum of squares after the look
+    need = _N.inv_cdf(1.0 - rule.alpha / rule.looks) * np.sqrt(squares) + rule.margin * (d.size + pairs)
+    z = (need - float(np.sum(d)) - pairs * mu) / math.sqrt(pairs * var)
+    promoted = np.array([1.0 - _N.cdf(x) for x in z])
+    return float(np.sum(_W * np.maximum(mu, 0.0) * promoted))
 
 
 def pool_evidence(pool: ChallengerPool, incumbent: str) -> tuple[float, int]:
@@ -82,12 +92,14 @@ def pool_prior_mean(total: float, n: int, prior_sd: float) -> float:
 def challenger_share(total: float, n: int, own, prior_mean: float, prior_sd: float, half: int,
                      min_share: int) -> int:
     """Samples of each task's group for the picked challenger: 2 * q * half, clipped to [min_share, half],
-    where q is the larger of the chances that the pool's lines help on average and that this one does."""
+    where q is the chance that the pool's lines help on average, or, once this line has evidence of its
+    own, the larger of that and the chance that it helps."""
     precision = 1.0 / prior_sd**2 + n / PAIR_VAR
-    pool_q = 1.0 - _N.cdf(-(total / PAIR_VAR / precision) * math.sqrt(precision))
-    mean, sd = gaussian_posterior(own, prior_sd, pair_variance(own), prior_mean)
-    own_q = 1.0 - _N.cdf(-mean / sd)
-    return int(min(half, max(min_share, round(2.0 * max(pool_q, own_q) * half))))
+    q = 1.0 - _N.cdf(-(total / PAIR_VAR / precision) * math.sqrt(precision))
+    if len(own):
+        mean, sd = gaussian_posterior(own, prior_sd, pair_variance(own), prior_mean)
+        q = max(q, 1.0 - _N.cdf(-mean / sd))
+    return int(min(half, max(min_share, round(2.0 * q * half))))
 
 
 def looks(c: Challenger) -> int:
@@ -117,9 +129,9 @@ class ValueOfLook(InGroup):
         evidence = pool_evidence(ev.pool, ev.current().id)
         prior = pool_prior_mean(*evidence, self.sel.prior_sd)
         pairs = ctx.config.tasks_per_generation
-        values = {c.id: next_look_promotes(c.evidence.diffs, pairs, rule, prior, self.sel.prior_sd)
+        values = {c.id: look_value(c.evidence.diffs, pairs, rule, prior, self.sel.prior_sd)
                   for c in ev.pool.active}
-        return values, next_look_promotes([], pairs, rule, prior, self.sel.prior_sd), prior, evidence
+        return values, look_value([], pairs, rule, prior, self.sel.prior_sd), prior, evidence
 
     def arms(self, ctx, state, seeds, group_size: int) -> list[Arm]:
         """The incumbent, plus the line whose next look is likeliest to promote it, with its share."""
