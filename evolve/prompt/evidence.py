@@ -115,12 +115,13 @@ def pair_variance(diffs, prior_var: float = PAIR_VAR, prior_n: float = 2.0) -> f
     return (ss + prior_n * prior_var) / (max(d.size - 1, 0) + prior_n)
 
 
-def gaussian_posterior(diffs, prior_sd: float, pair_var: float = PAIR_VAR) -> tuple[float, float]:
-    """(mean, sd) of the posterior of a challenger's mean paired difference: prior N(0, prior_sd^2),
-    each difference N(mu, pair_var) (a working model used only to *allocate* samples; the
-    promotion test above does not rely on it)."""
+def gaussian_posterior(diffs, prior_sd: float, pair_var: float = PAIR_VAR,
+                       prior_mean: float = 0.0) -> tuple[float, float]:
+    """(mean, sd) of the posterior of a challenger's mean paired difference: prior
+    N(prior_mean, prior_sd^2), each difference N(mu, pair_var) (a working model used only to
+    *allocate* samples; the promotion test above does not rely on it)."""
     precision = 1.0 / prior_sd**2 + len(diffs) / pair_var
-    return float(np.sum(diffs) / pair_var / precision), float(precision ** -0.5)
+    return float((prior_mean / prior_sd**2 + np.sum(diffs) / pair_var) / precision), float(precision ** -0.5)
 
 
 def prob_better(diffs, prior_sd: float, pair_var: float = PAIR_VAR, margin: float = 0.0) -> float:
@@ -174,6 +175,7 @@ class EvidenceRule:
     alpha_retire: float = 0.2  # a wrong retirement only costs a chance, so a looser level
     cap: int = 96  # paired differences after which an undecided challenger is retired
     looks: int = 6  # generations a challenger is tested in; each look runs at alpha / looks
+    retire_from_look: int = 1  # the losing test applies from this look on (value-of-look: 2, not one unlucky look)
 
     def decide(self, ev: Evidence, new_diffs: list[float]) -> str:
         """Add one generation's differences and return the (possibly new) decision."""
@@ -184,7 +186,8 @@ class EvidenceRule:
         mean = float(np.mean(ev.diffs))
         if mean > self.margin and signflip_pvalue(ev.diffs, self.margin) <= self.alpha / self.looks:
             ev.decision = "promoted"
-        elif mean < 0 and signflip_pvalue([-x for x in ev.diffs]) <= self.alpha_retire:
+        elif (mean < 0 and len(ev.per_generation) >= self.retire_from_look
+              and signflip_pvalue([-x for x in ev.diffs]) <= self.alpha_retire):
             ev.decision = "retired-losing"  # no correction for looks: a wrong retirement only costs a chance
         elif ev.n >= self.cap or len(ev.per_generation) >= self.looks:
             ev.decision = "retired-cap"

@@ -29,16 +29,18 @@ from evolve.loop.config import GenerationSeeds
 from evolve.loop.context import LoopContext, Outcome, Timer
 from evolve.loop.rollouts import task_scores
 from evolve.loop.selection.base import Arm
-from evolve.loop.selection.configs import InGroupSelection
+from evolve.loop.selection.configs import InGroupSelection, ValueSelection
 from evolve.loop.state import LoopState
 from evolve.prompt.evidence import EvidenceRule, log_wealth
 from evolve.rollout import Rollout
 from evolve.verification.types import Task
 
 
-def evidence_rule(sel: InGroupSelection) -> EvidenceRule:
+def evidence_rule(sel: InGroupSelection | ValueSelection) -> EvidenceRule:
+    # only the value-of-look rule waits for a second look before the losing test (in_group: from the first)
     return EvidenceRule(alpha=sel.promote_alpha, margin=sel.promote_margin, alpha_retire=sel.retire_alpha,
-                        cap=sel.evidence_cap, looks=sel.promote_looks)
+                        cap=sel.evidence_cap, looks=sel.promote_looks,
+                        retire_from_look=getattr(sel, "retire_after_looks", 1))
 
 
 def paired_differences(incumbent: list[Rollout], challenger: list[Rollout],
@@ -50,20 +52,34 @@ def paired_differences(incumbent: list[Rollout], challenger: list[Rollout],
     return [ch[t] - inc[t] for t in shared], ch
 
 
+def first_per_task(rollouts: list[Rollout], k: int) -> list[Rollout]:
+    """Each task's first ``k`` rollouts (in order). The challenger's k samples are compared with k of the
+    incumbent's, never with more: two means of k exchangeable samples differ symmetrically about 0 under
+    "the line changes nothing", which the exact sign-flip test needs; k vs G - k would not be symmetric."""
+    seen: dict[str, int] = {}
+    out = []
+    for r in rollouts:
+        seen[r.task_id] = seen.get(r.task_id, 0) + 1
+        if seen[r.task_id] <= k:
+            out.append(r)
+    return out
+
+
 @dataclass(frozen=True)
 class InGroup:
     """``[loop.selection] type = "in_group"`` (see the module docstring)."""
 
-    sel: InGroupSelection
+    sel: InGroupSelection | ValueSelection
     type: str = "in_group"
 
     def arms(self, ctx: LoopContext, state: LoopState, seeds: GenerationSeeds, group_size: int) -> list[Arm]:
         """The incumbent, plus the challenger Thompson sampling picks (seeded per generation) when the
         group is whole: half of it each."""
-        ev = ctx.evolver
-        ev.pool.cap = self.sel.challenger_pool  # the loop config owns the cap
+        ev, sel = ctx.evolver, self.sel
+        assert isinstance(sel, InGroupSelection)  # the value rule allocates by its own arms()
+        ev.pool.cap = sel.challenger_pool  # the loop config owns the cap
         incumbent = Arm(ev.current(), group_size)
-        picked = ev.pool.pick_thompson(1, self.sel.thompson_prior_sd, np.random.default_rng(seeds.reflect))
+        picked = ev.pool.pick_thompson(1, sel.thompson_prior_sd, np.random.default_rng(seeds.reflect))
         if not picked or group_size < ctx.config.samples_per_task:
             return [incumbent]
         per = ctx.config.samples_per_task // 2
@@ -73,14 +89,18 @@ class InGroup:
     def update_record(self, carried_groups: int, distill_groups: int) -> dict[str, int]:
         return {"distill_groups": distill_groups}
 
+    def rule(self) -> EvidenceRule:
+        return evidence_rule(self.sel)
+
     def judge(self, ctx: LoopContext, state: LoopState, index: int, seeds: GenerationSeeds, arms: list[Arm],
               tasks: list[Task], out: Outcome, timer: Timer) -> list[Rollout]:
-        ev, rule = ctx.evolver, evidence_rule(self.sel)
+        ev, rule = ctx.evolver, self.rule()
         inc_rolls, records, promoted = arms[0].rollouts, [], []
         with timer.phase("select_prompt"):
             for arm in arms[1:]:
                 c = arm.challenger
-                diffs, scores = paired_differences(inc_rolls, arm.rollouts, ctx.config.selection_signal)
+                paired = first_per_task(inc_rolls, arm.samples)  # in_group: the incumbent's 4 of 8 are all
+                diffs, scores = paired_differences(paired, arm.rollouts, ctx.config.selection_signal)
                 c.scores.update(scores)
                 rule.decide(c.evidence, diffs)
                 records.append({"id": c.id, "kind": c.kind, "added": _added_text(ev, c),
@@ -93,17 +113,17 @@ class InGroup:
                     ev.resolve(c, index, rule)
         out.metrics["challengers"] = records
         out.metrics["promoted"] = best.id if best is not None else None
-        if ev.pool.room > 0 or self._weakest(ev.pool) is not None:
+        if ev.pool.room > 0 or self._weakest(ctx) is not None:
             self._reflect_into_pool(ctx, index, seeds, out, timer)
         out.metrics["pool"] = [{"id": c.id, "n": c.evidence.n, "decision": c.evidence.decision}
                                for c in ev.pool.active]
         return []  # in-group selection spends no rollouts outside the groups: nothing to carry
 
-    def _weakest(self, pool):
+    def _weakest(self, ctx):
         """The challenger eviction would retire now (``evict_below``), or None."""
         if not self.sel.evict_below:
             return None
-        return pool.weakest(self.sel.thompson_prior_sd, self.sel.evict_below)
+        return ctx.evolver.pool.weakest(self.sel.thompson_prior_sd, self.sel.evict_below)
 
     def _reflect_into_pool(self, ctx, index, seeds, out, timer) -> None:
         """Reflection on the current incumbent's routed failures (and successes for contrast)."""
@@ -114,14 +134,14 @@ class InGroup:
             proposals = ev.propose(parent, traces, random.Random(seeds.reflect))
         for p in proposals:
             if ev.pool.room == 0:
-                weak = self._weakest(ev.pool)
+                weak = self._weakest(ctx)
                 if weak is not None:  # make room: the challenger least likely to beat the incumbent leaves
                     weak.evidence.decision = "retired-evicted"
-                    ev.resolve(weak, index, evidence_rule(self.sel))
+                    ev.resolve(weak, index, self.rule())
                     out.metrics.setdefault("evicted", []).append(weak.id)
             admitted = ev.admit(p, index)
             out.proposals.append({"proposal": p, "accepted": admitted, "minibatch": None, "parent_minibatch": None,
-                                  "meta": {"selection": "in_group", "admitted_to_pool": admitted}})
+                                  "meta": {"selection": self.type, "admitted_to_pool": admitted}})
 
 
 def _added_text(ev, c) -> str:

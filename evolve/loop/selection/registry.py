@@ -6,8 +6,9 @@ from evolve.loop.selection.base import Arm, PromptSelection
 from evolve.loop.selection.frozen import Frozen
 from evolve.loop.selection.gate import Gate
 from evolve.loop.selection.in_group import InGroup
+from evolve.loop.selection.value import ValueOfLook
 
-STRATEGIES = {"in_group": InGroup, "gate": Gate}
+STRATEGIES = {"in_group": InGroup, "value": ValueOfLook, "gate": Gate}
 
 
 def selection_for(ctx) -> PromptSelection:
