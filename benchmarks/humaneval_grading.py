@@ -102,6 +102,8 @@ def rates(rows: list[dict], heldout: set[str]) -> dict:
     """pass@1 (mean over tasks of the share of samples passing) per (model, mode, subset) and grader."""
     groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
+        if r["mode"] == "greedy-long":  # the truncated tasks only: gap() substitutes them
+            continue
         groups[(r["model"], r["mode"], "164" if r["split"] == "all" else "41")][r["task_id"]].append(r)
         if r["split"] == "all" and r["task_id"] in heldout:
             groups[(r["model"], r["mode"], "41")][r["task_id"]].append(r)
@@ -139,7 +141,21 @@ def base_sampled() -> dict:
     return out
 
 
-def gap(table: dict, sampled: dict) -> dict:
+def untruncated(rows: list[dict]) -> dict:
+    """Greedy pass@1 on the 164 (harness) with each reply that ran out of the loop's 384 tokens replaced by its
+    1,024-token greedy rerun: what the token budget costs. {model: (before, after, tasks rerun)}."""
+    out = {}
+    for model in MAKER:
+        base = {r["task_id"]: r for r in rows if (r["model"], r["mode"], r["split"]) == (model, "greedy", "all")}
+        long = {r["task_id"]: r for r in rows if (r["model"], r["mode"]) == (model, "greedy-long")}
+        if len(base) == 164 and long:
+            after = sum((long.get(t) or r)["harness"] for t, r in base.items()) / 164
+            out[model] = {"before": round(sum(r["harness"] for r in base.values()) / 164, 4), "after": round(after, 4),
+                          "rerun": len(long), "rerun_still_truncated": sum(r["finish_reason"] == "length" for r in long.values())}
+    return out
+
+
+def gap(table: dict, sampled: dict, budget: dict) -> dict:
     """The maker's greedy figure against ours, one step per cause; a step is None where its runs are missing."""
     out = {}
     for model, maker in MAKER.items():
@@ -155,8 +171,9 @@ def gap(table: dict, sampled: dict) -> dict:
             "grading_semantics_vs_harness_164": step(g164.get("harness"), g164.get("humaneval")),
             "subset_41_minus_164_greedy": step(g41.get("humaneval"), g164.get("humaneval")),
             "sampling_greedy_minus_loop_draw_41_strict": step(g41.get("strict"), sampled[model]["pass@1_strict"]),
+            "token_budget_1024_minus_384_164": step(budget.get(model, {}).get("after"), budget.get(model, {}).get("before")),
             "prompt_maker_minus_ours_41_greedy": step(maker41.get("harness"), g41.get("harness")),
-            "residual_maker_minus_ours_greedy_164": step(maker, g164.get("harness")),
+            "residual_maker_minus_ours_greedy_164": step(maker, budget.get(model, {}).get("after", g164.get("harness"))),
         }
     return out
 
@@ -198,7 +215,7 @@ def main() -> None:
                     "false_pass_passing": fp["samples_passing_original"], "samples_gz_bytes": gz.stat().st_size})
     write_results("humaneval_grading", args=vars(args),
                   results={"maker_greedy_pass@1": MAKER, "pass@1": table, "loop_draw_41x8_strict": sampled,
-                           "gap": gap(table, sampled), "graders_disagree": grading_differences(rows), "false_pass": fp,
+                           "token_budget": untruncated(rows), "gap": gap(table, sampled, untruncated(rows)), "graders_disagree": grading_differences(rows), "false_pass": fp,
                            "samples_file": gz.name}, figures=figures)
     print_figures(figures)
 

@@ -6,6 +6,7 @@ The sampling half of ``benchmarks/humaneval_grading.py`` (which grades what this
 
 - ``greedy``: temperature 0 (argmax), the loop's prompt (prompts/humaneval.toml + the chat rendering),
   384 new tokens, stop after the first code block: the figure the maker reports is greedy pass@1;
+- ``greedy-long``: greedy with 1,024 new tokens (for the tasks ``greedy`` ran out of tokens on, ``--only``);
 - ``loop``: the loop's own draw (T 0.7, top-p 0.95, top-k off, repetition penalty 1.0);
 - ``model``: the model's own generation settings (``evolve.policy.genconfig``; the spec records them);
 - ``maker-greedy``: greedy with EvalPlus's instruct prompt (the harness the Qwen2.5-Coder report's HumanEval
@@ -35,7 +36,7 @@ sys.path.insert(0, str(REPO))
 
 POLICIES = {"0.5b": REPO / "policies" / "qwen2.5-coder-0.5b-vllm-cpu.toml",
             "1.5b": REPO / "policies" / "qwen2.5-coder-1.5b-instruct.toml"}
-MODES = ("greedy", "loop", "model", "maker-greedy")
+MODES = ("greedy", "greedy-long", "loop", "model", "maker-greedy")
 # EvalPlus's chat prompt (evalplus/provider/utility.py, make_raw_chat_prompt), read, not imported: EvalPlus
 # is not installed here.
 MAKER_INSTRUCTION = "Please provide a self-contained Python script that solves the following problem in a markdown code block:"
@@ -74,9 +75,9 @@ def mode_params(mode: str, spec, genconfig: dict, n: int, seed: int, eos):
     from evolve.policy.backends.vllm_code_block import EXTRA_ARG
 
     stop = {EXTRA_ARG: min(eos)} if mode != "maker-greedy" else None
-    base = dict(n=n, seed=seed, stop_token_ids=sorted(eos), extra_args=stop,
-                max_tokens=768 if mode == "maker-greedy" else spec.sampling.max_new_tokens)
-    if mode in ("greedy", "maker-greedy"):
+    budget = {"maker-greedy": 768, "greedy-long": 1024}.get(mode, spec.sampling.max_new_tokens)
+    base = dict(n=n, seed=seed, stop_token_ids=sorted(eos), extra_args=stop, max_tokens=budget)
+    if mode in ("greedy", "greedy-long", "maker-greedy"):
         return SamplingParams(temperature=0.0, **base), {"temperature": 0.0}
     if mode == "loop":
         s = spec.sampling
@@ -126,7 +127,7 @@ def run_job(llm, tok, spec, genconfig: dict, components: dict, job: tuple[str, s
 
     mode, split, samples = job
     out = args.out_dir / f"qwen{args.model}-{mode}-{split}.jsonl"
-    tasks = load_tasks(split)[:args.limit]
+    tasks = [t for t in load_tasks(split)[:args.limit] if not args.only or t.task_id in args.only]
     done = done_keys(out)
     todo = [t for t in tasks if any((t.task_id, i) not in done for i in range(samples))]
     print(f"humaneval_sample: {args.model} {mode} {split} x{samples}: {len(todo)} of {len(tasks)} tasks to sample",
@@ -167,6 +168,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=64, help="rows (tasks x samples) per engine call, one append each")
     ap.add_argument("--kv-gib", type=float, default=4.0)
     ap.add_argument("--limit", type=int, default=None, help="only the first N tasks (a rate probe)")
+    ap.add_argument("--only", type=lambda v: set(v.split(",")), default=None, help="only these task ids (comma-separated)")
     ap.add_argument("--out-dir", type=Path, default=REPO / "runs" / "he_grading")
     args = ap.parse_args()
     jobs = [parse_job(j) for j in args.job]
