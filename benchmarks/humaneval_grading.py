@@ -60,8 +60,8 @@ def sandbox_verdicts(pipeline: str | None, tasks: dict, pairs: list) -> list:
         return v.verify_batch([(tasks[t], text) for t, text in pairs])
 
 
-def cli_verdicts(rows: list[dict], augmented: str | None) -> list[bool]:
-    """``evolve verify --humaneval [--augmented F]`` on the extracted completions: one verdict a row."""
+def cli_verdicts(rows: list[dict], augmented: str | None) -> list[tuple[bool, str]]:
+    """``evolve verify --humaneval [--augmented F]`` on the extracted completions: (passed, trace) a row."""
     with tempfile.TemporaryDirectory(prefix="he-grading-") as tmp:
         samples, out = Path(tmp) / "samples.jsonl", Path(tmp) / "out.jsonl"
         samples.write_text("".join(json.dumps({"task_id": r["task_id"], "completion": r["completion"]}) + "\n"
@@ -72,7 +72,7 @@ def cli_verdicts(rows: list[dict], augmented: str | None) -> list[bool]:
         if done.returncode not in (0, 1):
             raise SystemExit(f"humaneval_grading: evolve verify failed: {done.stderr.strip()[-500:]}")
         by_line = {r["sample_line"]: r for r in map(json.loads, out.read_text().splitlines())}
-    return [bool(by_line[i + 1]["passed"]) for i in range(len(rows))]
+    return [(bool(by_line[i + 1]["passed"]), str(by_line[i + 1].get("trace") or "")[:400]) for i in range(len(rows))]
 
 
 def grade(rows: list[dict], augmented: str) -> None:
@@ -94,8 +94,9 @@ def grade(rows: list[dict], augmented: str) -> None:
         r["harness"] = bool(t["passed"])
     # A reply that failed extraction fails every grader (the verifier never runs it); the CLI sees code only.
     original, added = cli_verdicts(rows, None), cli_verdicts(rows, augmented)
-    for r, o, a in zip(rows, original, added, strict=True):
+    for r, (o, _), (a, trace) in zip(rows, original, added, strict=True):
         r["original_cli"], r["augmented"] = o and not r["reply_class"], a and not r["reply_class"]
+        r["augmented_trace"] = "" if a else trace
 
 
 def rates(rows: list[dict], heldout: set[str]) -> dict:
@@ -187,7 +188,8 @@ def false_passes(rows: list[dict]) -> dict:
         v["share"] = round(v["rejected_by_augmented"] / v["pass_original"], 4) if v["pass_original"] else None
     return {"samples_passing_original": len(passing), "rejected_by_augmented": len(rejected),
             "share": round(len(rejected) / len(passing), 4) if passing else None, "per_model": per_model,
-            "rejected": [{k: r[k] for k in ("task_id", "model", "mode", "sample", "split")} for r in rejected]}
+            "rejected": [{k: r.get(k) for k in ("task_id", "model", "mode", "sample", "split", "augmented_trace")}
+                         for r in rejected]}
 
 
 def main() -> None:
@@ -205,7 +207,7 @@ def main() -> None:
     fp = false_passes(rows)
     sampled = base_sampled()
     keep = ("task_id", "model", "mode", "split", "sample", "seed", "knobs", "text", "completion", "reply_class",
-            "new_tokens", "finish_reason", *GRADERS, "strict_class", "humaneval_class", "original_cli")
+            "new_tokens", "finish_reason", *GRADERS, "strict_class", "humaneval_class", "original_cli", "augmented_trace")
     gz = RESULTS_DIR / "humaneval_grading_samples.jsonl.gz"
     with gzip.open(gz, "wt", compresslevel=9) as f:
         for r in rows:

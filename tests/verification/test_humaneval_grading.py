@@ -56,4 +56,4 @@ def test_cli_verdicts_run_evolve_verify_and_keep_the_sample_order():
     right = "def has_close_elements(numbers, threshold):\n    return any(abs(a - b) < threshold for i, a in enumerate(numbers) for b in numbers[i + 1:])\n"
     wrong = "def has_close_elements(numbers, threshold):\n    return False\n"
     rows = [{"task_id": "HumanEval/0", "completion": c} for c in (wrong, right, right)]
-    assert bench.cli_verdicts(rows, None) == [False, True, True]
+    assert [ok for ok, _trace in bench.cli_verdicts(rows, None)] == [False, True, True]
