@@ -168,7 +168,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=64, help="rows (tasks x samples) per engine call, one append each")
     ap.add_argument("--kv-gib", type=float, default=4.0)
     ap.add_argument("--limit", type=int, default=None, help="only the first N tasks (a rate probe)")
-    ap.add_argument("--only", type=lambda v: set(v.split(",")), default=None, help="only these task ids (comma-separated)")
+    ap.add_argument("--only", type=lambda v: set(v.split(",")), default=None, help="only these task ids (comma-separated; every job)")
     ap.add_argument("--out-dir", type=Path, default=REPO / "runs" / "he_grading")
     args = ap.parse_args()
     jobs = [parse_job(j) for j in args.job]
