@@ -2,7 +2,7 @@
 and the false passes of issue 39 measured on the same real samples.
 
 Reads the raw replies ``benchmarks/humaneval_sample.py`` wrote (runs/he_grading/*.jsonl, probe files skipped)
-and grades every one four ways, all on the same extracted code (evolve.verification.chat_reply.extract: the
+and grades every one four ways, all on the same extracted code (evolve.verification.model_reply.extract: the
 first fenced block defining the entry point):
 
 - ``strict``: the default pipeline (what the Qwen configs graded with before issue 37: ``strict_types``, so
@@ -54,7 +54,7 @@ def read_records(pattern: str) -> list[dict]:
 
 def sandbox_verdicts(pipeline: str | None, tasks: dict, pairs: list) -> list:
     from evolve.verification import Verifier, load_pipeline
-    from evolve.verification.chat_reply import ChatVerifier
+    from evolve.verification.model_reply import ChatVerifier
 
     with ChatVerifier(Verifier(load_pipeline(pipeline) if pipeline else None, jobs=2)) as v:
         return v.verify_batch([(tasks[t], text) for t, text in pairs])
@@ -77,9 +77,10 @@ def cli_verdicts(rows: list[dict], augmented: str | None) -> list[tuple[bool, st
 
 def grade(rows: list[dict], augmented: str) -> None:
     """Adds ``completion``, ``reply_class`` and one verdict per grader to every row, in place."""
+    from evolve.verification.model_reply import extract
+
     from evolve.gym.chat import with_chat_rendering
     from evolve.verification import load_humaneval
-    from evolve.verification.chat_reply import extract
 
     tasks = {t.task_id: with_chat_rendering(t) for t in load_humaneval()}
     for r in rows:

@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["run", "--bogus"], "No such option: --bogus"),
+    (["run", "--bogus"], "--bogus: not an option of this command"),
     (["--db", "sqlite:///x.db", "run"], "No such option: --db"),
     (["nosuchcmd"], "No such command 'nosuchcmd'"),
     (["run", "--generations", "many"], "Invalid value for '--generations'"),
