@@ -36,6 +36,15 @@ def _groups(s: str) -> bool:
     return True
 
 
+def _closest_pair_unique(xs: list) -> bool:
+    """One closest pair by value (HumanEval/20 names no tie-break: on [1, 2, 3, 4, 5, 0] every adjacent gap
+    ties, the reference returns (1, 2) and (0, 1) is as right). Near-ties within float noise count as ties."""
+    s = sorted(xs)
+    gaps = [(b - a, a, b) for a, b in zip(s, s[1:])]
+    low = min(g for g, _, _ in gaps)
+    return len({(a, b) for g, a, b in gaps if g <= low + 1e-9 * max(1.0, abs(low))}) == 1
+
+
 def _number_text(v: str) -> bool:
     """A string that is a finite decimal number, as written ("15.3", "-0.5"; not "nan", not " 1")."""
     try:
@@ -57,7 +66,7 @@ HUMANEVAL: dict[str, Callable[..., bool]] = {
     "HumanEval/4": lambda xs: len(xs) >= 1,  # the mean of an empty list is undefined
     "HumanEval/6": _groups,  # "a string represented multiple groups for nested parentheses separated by spaces"
     "HumanEval/18": lambda s, sub: sub != "",  # counting an empty substring is undefined
-    "HumanEval/20": lambda xs: len(xs) >= 2,  # "of length at least two"
+    "HumanEval/20": lambda xs: len(xs) >= 2 and _closest_pair_unique(xs),  # "of length at least two"
     "HumanEval/25": lambda n: n >= 1,  # "the product of all factors"
     "HumanEval/35": lambda xs: len(xs) >= 1,  # the maximum of an empty list is undefined
     "HumanEval/39": lambda n: 1 <= n <= 11,  # "n-th" (>= 1); <= 11 is ours: the reference cannot reach the 12th

@@ -143,3 +143,14 @@ def test_contracts_admit_every_task_input_and_drop_generated_ones_that_break_the
     kept = generated_inputs(verifier, t, 100, 0)
     assert len(kept) >= 50 and all(n > 1 and not _prime(n) for (n,) in kept), kept
     assert admits(None, (1,)) and not admits(HUMANEVAL["HumanEval/20"], ("not a list", 3))
+
+
+def test_humaneval_20_inputs_with_a_tied_closest_pair_are_not_tests():
+    # a real Qwen sample returned (0, 1) on [1, 2, 3, 4, 5, 0], as right as the reference's (1, 2)
+    # (benchmarks/results/humaneval_grading.json, false_pass): a tie is no evidence either way
+    from evolve.verification.contracts import HUMANEVAL
+
+    admits = HUMANEVAL["HumanEval/20"]
+    assert not admits([1.0, 2.0, 3.0, 4.0, 5.0, 0.0])
+    assert not admits([0.5, 1.5, 2.5])  # two pairs (0.5, 1.5) and (1.5, 2.5) at distance 1.0
+    assert admits([1.0, 2.0, 3.9, 4.0, 5.0, 2.2]) and admits([2.0, 2.0, 2.0])  # one pair by value
