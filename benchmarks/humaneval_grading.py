@@ -77,10 +77,9 @@ def cli_verdicts(rows: list[dict], augmented: str | None) -> list[tuple[bool, st
 
 def grade(rows: list[dict], augmented: str) -> None:
     """Adds ``completion``, ``reply_class`` and one verdict per grader to every row, in place."""
-    from evolve.verification.model_reply import extract
-
     from evolve.gym.chat import with_chat_rendering
     from evolve.verification import load_humaneval
+    from evolve.verification.model_reply import extract
 
     tasks = {t.task_id: with_chat_rendering(t) for t in load_humaneval()}
     for r in rows:
