@@ -40,7 +40,7 @@ def _closest_pair_unique(xs: list) -> bool:
     """One closest pair by value (HumanEval/20 names no tie-break: on [1, 2, 3, 4, 5, 0] every adjacent gap
     ties, the reference returns (1, 2) and (0, 1) is as right). Near-ties within float noise count as ties."""
     s = sorted(xs)
-    gaps = [(b - a, a, b) for a, b in zip(s, s[1:])]
+    gaps = [(b - a, a, b) for a, b in zip(s, s[1:], strict=False)]
     low = min(g for g, _, _ in gaps)
     return len({(a, b) for g, a, b in gaps if g <= low + 1e-9 * max(1.0, abs(low))}) == 1
 
