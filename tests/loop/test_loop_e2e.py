@@ -182,8 +182,8 @@ def test_report_writes_plots_and_summary(base_run, tmp_path):
         root = ET.parse(out / name).getroot()
         assert root.tag == f"{svg}svg" and root.find(f"{svg}polyline") is not None, name
         assert len(root.findall(f"{svg}circle")) >= points, name
-    tree = ET.parse(out / "generations.svg").getroot()
-    assert len(tree.findall(f".//{svg}circle")) == 3
+    tree = ET.parse(out / "generations.svg").getroot()  # one node per generation, forks too (an earlier
+    assert len(tree.findall(f".//{svg}circle")) == len(lineage(base_run, "t"))  # test in this module forks t)
     summary = (out / "summary.md").read_text()
     assert "| 2 | 1 |" in summary and "which lever removed them" in summary
     assert "![heldout_passk](heldout_passk.svg)" in summary and "## Prompt lineage" in summary

@@ -124,7 +124,7 @@ cfg = Qwen2Config(vocab_size=151936, hidden_size=16, intermediate_size=32, num_h
                   eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
 torch.manual_seed(0)
 model = Qwen2ForCausalLM(cfg).eval()
-backend = HFBackend(model, tok, SamplingSpec(max_new_tokens=96, n=16, chunk_size=16))
+backend = HFBackend(model, tok, SamplingSpec(max_new_tokens=96, chunk_size=16))
 msgs = [[{"role": "user", "content": "Write f."}]]
 backend.generate(msgs, 1, 0)  # warm-up: lazy imports, first allocations
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
