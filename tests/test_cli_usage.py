@@ -26,36 +26,50 @@ def test_a_usage_error_is_one_line_and_exit_2(args, needle):
     assert lines[0].startswith("error: ") and needle in lines[0] and "Traceback" not in proc.stderr
 
 
-# loop_cmds.py still defines its commands inside register(): it is being ported to the pydantic config
-# (branch i35c) and is converted with it. Any other module in this set is a failure.
-_NESTED_STYLE_LEFT = {"loop_cmds.py"}
-
-
 def _register_problems(path: Path) -> list[str]:
-    """What in ``register(app)`` is not a plain ``app.command("name")(fn)`` / ``app.add_typer(...)``."""
+    """What in ``register(app)`` is not a plain ``app.command("name")(fn)`` / ``app.add_typer(...)`` of a
+    module-level name: a command defined (or decorated) inside ``register`` is one of these."""
     import ast
 
     tree = ast.parse(path.read_text())
     (reg,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "register"]
+    top = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    top |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    top |= {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
     bad = []
     for stmt in reg.body:
         call = stmt.value if isinstance(stmt, ast.Expr) else None
         listed = isinstance(call, ast.Call) and (
             (isinstance(call.func, ast.Call) and isinstance(call.func.func, ast.Attribute)
-             and call.func.func.attr == "command" and len(call.args) == 1 and isinstance(call.args[0], ast.Name))
-            or (isinstance(call.func, ast.Attribute) and call.func.attr == "add_typer"))
+             and call.func.func.attr == "command" and len(call.func.args) == 1
+             and isinstance(call.func.args[0], ast.Constant) and len(call.args) == 1
+             and isinstance(call.args[0], ast.Name) and call.args[0].id in top)
+            or (isinstance(call.func, ast.Attribute) and call.func.attr == "add_typer"
+                and bool(call.args) and isinstance(call.args[0], ast.Name) and call.args[0].id in top))
         if not listed:
             bad.append(f"{path.name}:{stmt.lineno}")
     return bad
 
 
 def test_every_area_registers_its_commands_one_way():
-    """One CLI style: commands are module-level functions, register(app) only lists them."""
+    """One CLI style: commands are module-level functions, register(app) only lists them by name."""
     from evolve.cli import _AREAS
 
     cli = Path(__file__).resolve().parents[1] / "evolve" / "cli"
     areas = {f"{a}.py" for a in _AREAS}
     assert areas == {p.name for p in cli.glob("*_cmds.py")}  # every area module is registered
-    problems = [p for a in sorted(areas - _NESTED_STYLE_LEFT) for p in _register_problems(cli / a)]
+    problems = [p for a in sorted(areas) for p in _register_problems(cli / a)]
     assert problems == []
-    assert _register_problems(cli / "loop_cmds.py"), "loop_cmds.py is converted: drop it from the allowance"
+
+
+def test_the_style_check_catches_a_command_defined_inside_register(tmp_path):
+    """The shape loop_cmds.py had: a decorated command inside register(), a nameless app.command()(fn),
+    and a listed name that is not the module's."""
+    src = tmp_path / "nested_cmds.py"
+    src.write_text("import typer\n\n\ndef ok() -> None:\n    pass\n\n\n"
+                   "def register(app: typer.Typer) -> None:\n"
+                   "    app.command(\"ok\")(ok)\n"
+                   "    @app.command()\n    def run() -> None:\n        pass\n"
+                   "    app.command()(ok)\n"
+                   "    app.command(\"x\")(elsewhere)\n")
+    assert _register_problems(src) == ["nested_cmds.py:11", "nested_cmds.py:13", "nested_cmds.py:14"]
