@@ -36,7 +36,40 @@ def reference() -> str:
         default = json.dumps(node) if node != "(per type)" else node
         cell, kind = text.replace("|", "\\|").replace("\n", " "), kind.replace("|", "\\|")
         lines.append(f"| `--{path}` | `{kind}` | `{default}` | {cell} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + pipeline_reference()) + "\n"
+
+
+def pipeline_reference() -> list[str]:
+    """The verifier pipeline's TOML keys (a file `loop.pipeline` / `--pipeline` names; no dotted overrides):
+    the top level, `[limits]`, each `[[stages]]` table and the keys a stage adds by its `name`."""
+    from pydantic import BaseModel
+
+    from evolve.loop.run_config import _type_name
+    from evolve.verification.pipeline_types import Limits, Pipeline, StageConfig
+    from evolve.verification.stages import STAGES
+
+    lines = ["", "### Verifier pipeline (`verifiers/*.toml`)", "",
+             "Keys of a pipeline file, not command-line settings; a stage's own keys sit in its `[[stages]]` "
+             "table beside `name`, which chooses them.", "", "| key | type | default | meaning |", "|---|---|---|---|"]
+
+    def rows(model: type[BaseModel], prefix: str, skip: tuple[str, ...] = ()) -> None:
+        for name, info in model.model_fields.items():
+            if name in skip:
+                continue
+            default = "(required)" if info.is_required() else info.get_default(call_default_factory=True)
+            default = json.dumps(default.model_dump() if isinstance(default, BaseModel) else default)
+            kind = _type_name(info.annotation)
+            text = (info.description or "").replace("|", "\\|")
+            lines.append(f"| `{prefix}{name}` | `{kind.replace('|', chr(92) + '|')}` | `{default}` | {text} |")
+
+    rows(Pipeline, "", ("stages", "limits"))
+    rows(Limits, "limits.")
+    rows(StageConfig, "stages[].", ("options",))
+    for stage in sorted(STAGES):
+        options = getattr(STAGES[stage], "Options", None)
+        if options is not None:
+            rows(options, f"stages[] (name = \"{stage}\").")
+    return lines
 
 
 def main() -> None:

@@ -20,9 +20,7 @@ def _pipeline(pipeline: Path | None, humaneval: bool):
         shipped = _REPO_VERIFIERS / "humaneval.toml"
         if shipped.exists():
             return load_pipeline(shipped)
-        import dataclasses
-
-        return dataclasses.replace(load_pipeline(None), strict_types=False, name="humaneval")
+        return load_pipeline(None).model_copy(update={"strict_types": False, "name": "humaneval"})
     return load_pipeline(None)
 
 

@@ -24,6 +24,7 @@ import tomllib
 from pathlib import Path
 
 from evolve.errors import ConfigError
+from evolve.util.config_model import validate_as
 from evolve.verification.pipeline_types import POLICIES, Limits, Pipeline, StageConfig
 from evolve.verification.stages import STAGES  # every stage module registers itself here
 
@@ -55,56 +56,33 @@ weight = 0.6
 """
 
 
-def _num(d: dict, key: str, where: str, default, kind=float, lo=0.0):
-    v = d.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int | float) or v < lo:
-        raise ConfigError(f"{where}: key '{key}' must be a number >= {lo}, got {v!r}")
-    return kind(v)
-
-
-def _bool(d: dict, key: str, where: str, default: bool) -> bool:
-    v = d.get(key, default)
-    if not isinstance(v, bool):
-        raise ConfigError(f"{where}: key '{key}' must be true or false, got {v!r}")
-    return v
+def _stage_problem(stage: StageConfig, where: str, source: str) -> None:
+    """The registry's part of a stage: a known name, and settings its ``Options`` model accepts (a stage
+    without one takes none), so a misspelt key is an error rather than a setting nobody reads."""
+    if stage.name not in STAGES:
+        raise ConfigError(f"{source}: {where}.name: must be one of {tuple(sorted(STAGES))}, got {stage.name!r}")
+    options = getattr(STAGES[stage.name], "Options", None)
+    if options is not None:
+        validate_as(options, stage.options, source, where)
+    elif stage.options:
+        raise ConfigError(f"{source}: unknown key '{where}.{sorted(stage.options)[0]}' "
+                          f"(stage {stage.name!r} takes name, weight and required)")
 
 
 def pipeline_from_dict(d: dict, source: str = "<dict>") -> Pipeline:
-    """Validate a parsed TOML table; ConfigError naming the file and key on any problem."""
-    known = {"name", "policy", "partial_credit", "strict_types", "limits", "stages", "description"}
-    extra = set(d) - known
-    if extra:
-        raise ConfigError(f"{source}: unknown key '{sorted(extra)[0]}'")
-    policy = d.get("policy", "continue")
-    if policy not in POLICIES:
-        raise ConfigError(f"{source}: key 'policy' must be one of {POLICIES}, got {policy!r}")
-    lim = d.get("limits", {})
-    if not isinstance(lim, dict):
-        raise ConfigError(f"{source}: key 'limits' must be a table")
-    limits = Limits(timeout_s=_num(lim, "timeout_s", source, 3.0, lo=0.05),
-                    cpu_s=_num(lim, "cpu_s", source, 2.0, lo=0.05),
-                    memory_mb=_num(lim, "memory_mb", source, 512, int, lo=32),
-                    max_completion_chars=_num(lim, "max_completion_chars", source, 131072, int, lo=1))
-    raw = d.get("stages")
-    if not isinstance(raw, list) or not raw:
-        raise ConfigError(f"{source}: key 'stages' must be a non-empty array of tables ([[stages]])")
-    stages, seen = [], set()
-    for i, s in enumerate(raw):
-        where = f"{source}: stages[{i}]"
-        if not isinstance(s, dict) or s.get("name") not in STAGES:
-            raise ConfigError(f"{where}: key 'name' must be one of {tuple(sorted(STAGES))}")
-        if s["name"] in seen:
-            raise ConfigError(f"{where}: stage '{s['name']}' appears twice")
-        seen.add(s["name"])
-        options = {k: v for k, v in s.items() if k not in ("name", "weight", "required")}
-        default_required = s["name"] in ("compile", "visible", "hidden")
-        stages.append(StageConfig(s["name"], _num(s, "weight", where, 1.0),
-                                  _bool(s, "required", where, default_required), options))
-    if sum(s.weight for s in stages) <= 0:
+    """Validate a parsed TOML table; one ConfigError line naming the file and key on any problem."""
+    pipe = validate_as(Pipeline, {"name": Path(source).stem, **d}, source)
+    seen: set[str] = set()
+    for i, s in enumerate(pipe.stages):
+        where = f"stages.{i}"
+        _stage_problem(s, where, source)
+        if s.name in seen:
+            raise ConfigError(f"{source}: {where}: stage '{s.name}' appears twice")
+        seen.add(s.name)
+    if sum(s.weight for s in pipe.stages) <= 0:
         raise ConfigError(f"{source}: stage weights sum to 0")
-    return Pipeline(tuple(stages), policy, _bool(d, "partial_credit", source, True),
-                    _bool(d, "strict_types", source, True), limits, str(d.get("name", Path(source).stem)),
-                    source)
+    pipe._source = source
+    return pipe
 
 
 def load_pipeline(path: str | Path | None = None) -> Pipeline:

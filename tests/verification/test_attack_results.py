@@ -52,7 +52,7 @@ def test_3_timings_come_from_outside_and_lint_ignores_noqa():
 @pytest.mark.parametrize("mine,base", [(-5.0, 0.001), (0.0, 0.0), (0.0, -1.0), (1e300, 0.0)])
 def test_3_odd_times_cannot_crash_the_perf_stage(mine, base):
     ctx = StageContext(ADD, "", "", Reply(time_s=mine), load_pipeline(None), (), (), "", base)
-    r = PerfStage().run(ctx, StageConfig("perf", options={"slack": 3.0}))
+    r = PerfStage().run(ctx, StageConfig(name="perf", options={"slack": 3.0}))
     assert 0.0 <= r.score <= 1.0
 
 

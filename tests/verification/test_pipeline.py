@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -24,13 +23,26 @@ def test_shipped_pipelines_load():
     assert (a.stages, a.policy, a.limits, a.strict_types) == (b.stages, b.policy, b.limits, b.strict_types)
 
 
+H = '[[stages]]\nname = "hidden"\n'
+
+
 @pytest.mark.parametrize("text,needle", [
-    ('policy = "maybe"\n[[stages]]\nname = "hidden"\n', "'policy'"),
-    ('[[stages]]\nname = "fuzz"\n', "'name'"),
-    ('[[stages]]\nname = "hidden"\nweight = "x"\n', "'weight'"),
-    ('stages = []\n', "'stages'"),
-    ('bogus = 1\n[[stages]]\nname = "hidden"\n', "'bogus'"),
-    ('[limits]\ntimeout_s = -1\n[[stages]]\nname = "hidden"\n', "'timeout_s'"),
+    ('policy = "maybe"\n' + H, "policy: Input should be 'continue' or 'stop_first'"),
+    ('[[stages]]\nname = "fuzz"\n', "stages.0.name: must be one of"),
+    ('[[stages]]\nname = "hidden"\nweight = "x"\n', "stages.0.weight: Input should be a valid number"),
+    ('stages = []\n', "stages: must be a non-empty array"),
+    ('bogus = 1\n' + H, "unknown key 'bogus'"),
+    ('[limits]\ntimeout_s = -1\n' + H, "limits.timeout_s: Input should be greater than or equal to 0.05"),
+    ('[limits]\ncpu = 1\n' + H, "unknown key 'limits.cpu'"),
+    ('[limits]\nmemory_mb = "512"\n' + H, "limits.memory_mb: Input should be a valid integer"),
+    ('partial_credit = 1\n' + H, "partial_credit: Input should be a valid boolean"),
+    # a stage's own keys: a misspelt one is an error, not a setting nobody reads
+    (H + 'requird = false\n', "unknown key 'stages.0.requird'"),
+    (H + '[[stages]]\nname = "perf"\nslak = 2.0\n', "unknown key 'stages.1.slak'"),
+    (H + '[[stages]]\nname = "perf"\nslack = -1.0\n', "stages.1.slack: Input should be greater than 0"),
+    (H + '[[stages]]\nname = "lint"\nselect = "F"\n', "stages.1.select: Input should be a valid tuple"),
+    (H + H, "stages.1: stage 'hidden' appears twice"),
+    ('[[stages]]\nname = "hidden"\nweight = 0.0\n', "stage weights sum to 0"),
     ('[[stages]\n', "not valid TOML"),
 ])
 def test_malformed_pipeline_names_file_and_key(tmp_path, text, needle):
@@ -38,8 +50,29 @@ def test_malformed_pipeline_names_file_and_key(tmp_path, text, needle):
     p.write_text(text)
     with pytest.raises(ConfigError) as e:
         load_pipeline(p)
-    assert str(p) in str(e.value) and needle in str(e.value)
-    assert "\n" not in str(e.value)
+    assert str(e.value).startswith(f"{p}: ") and needle in str(e.value)
+    assert "\n" not in str(e.value) and "more)" not in str(e.value)
+
+
+# verifier_version hashes these pipelines' stages, policy, comparison and limits (augment files record
+# it): the pydantic port kept the values, and their repr, of the dataclasses it replaced.
+RECORDED_VERSIONS = {
+    "default": "3a55f018dd733c6000ec89471464c1d0d86cd03ecfdfbea932f9bcc3dd186145",
+    "strict": "5d66cd179cc739233a085326cc4fffad9a90eb4b0d46f63eb12ba8f2ffb7a8a8",
+    "humaneval": "2b06355faf0ce95ed9c3738fbc056333d63ad3aa0f9430dc29029c04bc2b6eec",
+}
+
+
+def test_verifier_versions_written_before_the_port_still_match(tmp_path):
+    from evolve.verification.selfcheck import verifier_version
+
+    for name, digest in RECORDED_VERSIONS.items():
+        assert verifier_version(load_pipeline(REPO / "verifiers" / f"{name}.toml"), []) == digest, name
+    # ints where floats are meant, a stage option as written: hashed as the old loader had them
+    p = tmp_path / "ints.toml"
+    p.write_text('[limits]\ntimeout_s = 6\nmemory_mb = 256\n[[stages]]\nname = "hidden"\nweight = 1\n'
+                 '[[stages]]\nname = "perf"\nweight = 0\nslack = 3\n')
+    assert verifier_version(load_pipeline(p), []) == "e37d47676e72d6eac6fd6f0dd44235c494cbdf1f53d50eb77ad66d6e589be6aa"
 
 
 def test_missing_pipeline_file(tmp_path):
@@ -83,13 +116,13 @@ def test_exact_types_and_python_equality(verifier):
     tl = Task("l", "def l():\n", "l", hidden_tests=(TestCase((), [1, (2, 3)]),))
     assert verifier.verify(tl, "    return [1, [2, 3]]\n").error_class == "TypeMismatch"
     assert verifier.verify(tl, "    return [1, (2, 3)]\n").passed
-    loose = dataclasses.replace(verifier.pipeline, strict_types=False)
+    loose = verifier.pipeline.model_copy(update={"strict_types": False})
     with Verifier(loose, jobs=1) as v:
         assert v.verify(t, "    return x / 2\n").passed
 
 
 def test_partial_credit_off_is_all_or_nothing(verifier):
-    p = dataclasses.replace(verifier.pipeline, partial_credit=False)
+    p = verifier.pipeline.model_copy(update={"partial_credit": False})
     with Verifier(p, jobs=1) as v:
         r = v.verify(TASK, "    return 2 * x if x < 2 else 0\n")
         assert r.stages[2].score == 0.0

@@ -34,7 +34,10 @@ class StageContext:
 
 
 class Stage(Protocol):
-    """One verification stage. ``run`` returns a StageResult with a score in [0, 1]."""
+    """One verification stage. ``run`` returns a StageResult with a score in [0, 1]. A stage with settings
+    of its own declares them as a class attribute ``Options`` (a ``ConfigModel``; the keys of its
+    ``[[stages]]`` table beside ``name``), which the pipeline loader checks them against; one without
+    takes none."""
 
     name: str
 

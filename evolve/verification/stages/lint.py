@@ -10,6 +10,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic import Field
+
+from evolve.util.config_model import ConfigModel
 from evolve.verification.stages.base import StageContext, clip, register
 from evolve.verification.types import StageResult, TestFailure
 
@@ -26,15 +29,23 @@ def _ruff() -> str | None:
     return str(here) if here.exists() else shutil.which("ruff")
 
 
+class LintOptions(ConfigModel):
+    """The lint stage's settings (keys of its ``[[stages]]`` table)."""
+
+    select: tuple[str, ...] = Field(("E9", "F"), strict=False, description="ruff rule codes checked.")
+    max_findings: int = Field(5, ge=1, description="Findings that take the score to 0; each costs 1/max_findings.")
+
+
 class LintStage:
     name = "lint"
+    Options = LintOptions
 
     def applies(self, ctx: StageContext) -> bool:
         return _ruff() is not None and not ctx.reply.compile_error
 
     def run(self, ctx: StageContext, cfg: StageConfig) -> StageResult:
-        select = ",".join(cfg.options.get("select", ["E9", "F"]))
-        max_findings = max(1, int(cfg.options.get("max_findings", 5)))
+        options = LintOptions.model_validate(cfg.options)
+        select, max_findings = ",".join(options.select), options.max_findings
         # --isolated: no configuration file is read; --ignore-noqa: the candidate's own suppression
         # comments (per line or file-level) cannot silence the findings it is scored on. A scrubbed environment:
         # no RUFF_* variable of the caller's changes the rules either.

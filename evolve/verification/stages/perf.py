@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pydantic import Field
+
+from evolve.util.config_model import ConfigModel
 from evolve.verification.stages.base import StageContext, register
 from evolve.verification.types import StageResult, TestFailure
 
@@ -18,14 +21,21 @@ if TYPE_CHECKING:
 _FLOOR_S = 0.001
 
 
+class PerfOptions(ConfigModel):
+    """The perf stage's settings (keys of its ``[[stages]]`` table)."""
+
+    slack: float = Field(3.0, gt=0.0, description="Pass when at most slack x the canonical solution's time.")
+
+
 class PerfStage:
     name = "perf"
+    Options = PerfOptions
 
     def applies(self, ctx: StageContext) -> bool:
         return ctx.baseline_time_s is not None and ctx.reply.time_s is not None
 
     def run(self, ctx: StageContext, cfg: StageConfig) -> StageResult:
-        slack = float(cfg.options.get("slack", 3.0))
+        slack = PerfOptions.model_validate(cfg.options).slack
         base = max(0.0, ctx.baseline_time_s) + _FLOOR_S  # never below the floor: no division by zero
         mine = max(0.0, ctx.reply.time_s) + _FLOOR_S
         ratio = mine / base
