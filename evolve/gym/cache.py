@@ -12,7 +12,6 @@ writes go through a temporary file and ``os.replace``, so concurrent processes n
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import marshal
 import os
@@ -42,7 +41,7 @@ def cache_dir() -> Path:
 
 
 def _key(split: str, seed: int, params) -> str:
-    facts = repr((_FORMAT, sys.version_info[:2], split, seed, dataclasses.astuple(params), _source_digest()))
+    facts = repr((_FORMAT, sys.version_info[:2], split, seed, tuple(params.model_dump().values()), _source_digest()))
     return hashlib.sha256(facts.encode()).hexdigest()[:24]
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass
+
+from pydantic import Field, model_validator
 
 from evolve.gym import check
 from evolve.gym.grammar import Composition, all_compositions
+from evolve.util.config_model import ConfigModel
 from evolve.verification.types import Task, TestCase
 
 SUITE = "tiny-coder"
@@ -20,17 +22,25 @@ WORDS = ("a", "to", "ox", "cat", "sky", "pen", "idea", "moon", "data", "tree", "
          "level", "mama", "go")
 
 
-@dataclass(frozen=True)
-class GymParams:
+class GymParams(ConfigModel):
     """Generator parameters (``[generator]`` in verifiers/tiny_coder.toml)."""
 
-    split_seed: int = 1234  # fixes which compositions are held out, independent of the task seed
-    heldout_fraction: float = 0.12  # share of compositions held out (unseen combinations of seen pieces)
-    train_variants: int = 2  # tasks per train composition (different inputs)
-    heldout_variants: int = 1  # tasks per held-out composition
-    hidden_min: int = 10  # hidden tests per task, edge cases included (range is inclusive)
-    hidden_max: int = 13
-    visible: int = 2  # visible examples in the prompt (short: the model's context is small)
+    split_seed: int = Field(1234, description="Fixes which compositions are held out, independent of the task "
+                            "seed.")
+    heldout_fraction: float = Field(0.12, gt=0.0, lt=1.0, description="Share of compositions held out (unseen "
+                                    "combinations of seen pieces).")
+    train_variants: int = Field(2, ge=1, description="Tasks per train composition (different inputs).")
+    heldout_variants: int = Field(1, ge=1, description="Tasks per held-out composition.")
+    hidden_min: int = Field(10, ge=1, description="Fewest hidden tests per task, edge cases included.")
+    hidden_max: int = Field(13, ge=1, description="Most hidden tests per task (the range is inclusive).")
+    visible: int = Field(2, ge=1, description="Visible examples in the prompt (short: the model's context is "
+                         "small).")
+
+    @model_validator(mode="after")
+    def _range(self) -> GymParams:
+        if self.hidden_min > self.hidden_max:
+            raise ValueError(f"hidden_min {self.hidden_min} is above hidden_max {self.hidden_max}")
+        return self
 
 
 def _rng(*parts) -> random.Random:

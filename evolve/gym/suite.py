@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import tomllib
 from pathlib import Path
 
+from pydantic import Field
+
 from evolve.errors import ConfigError
 from evolve.gym.generate import SUITE, GymParams, generate, subset
+from evolve.util.config_model import ConfigModel, validate_as
 from evolve.verification.types import Task
 
 SPLITS = ("train", "heldout")
-SUITE_KEYS = frozenset({"name", "seed"})  # what [suite] may say; everything else is the environment's
 DEFAULT_TOML = "verifiers/tiny_coder.toml"
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,34 +30,35 @@ def _find_toml(path_or_name: str | Path | None) -> Path | None:
     return None  # defaults in code
 
 
+class SuiteTable(ConfigModel):
+    """The ``[suite]`` table."""
+
+    name: str = Field(SUITE, description="The suite's name.")
+    seed: int = Field(0, description="Task seed used by load_suite (inputs, variants).")
+
+
+class SuiteFile(ConfigModel):
+    """A gym suite file: ``[suite]`` and ``[generator]`` (GymParams)."""
+
+    suite: SuiteTable = Field(SuiteTable(), description="Name and task seed.")
+    generator: GymParams = Field(GymParams(), description="The generator's parameters.")
+
+
 def read_suite_toml(path: Path | None) -> tuple[GymParams, dict]:
     """(generator params, the [suite] table) from a suite TOML; defaults when ``path`` is None."""
     if path is None:
-        return GymParams(), {"name": SUITE, "seed": 0}
+        return GymParams(), SuiteTable().model_dump()
     try:
         data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: cannot read suite TOML: {e}") from None
-    unknown = set(data) - {"suite", "generator"}
-    if unknown:
-        raise ConfigError(f"{path}: unknown tables {sorted(unknown)}")
-    gen = data.get("generator", {})
-    fields = {f.name: f.type for f in dataclasses.fields(GymParams)}
-    bad = set(gen) - set(fields)
-    if bad:
-        raise ConfigError(f"{path}: unknown [generator] keys {sorted(bad)}")
-    try:
-        params = GymParams(**{k: (float(v) if fields[k] == "float" else int(v)) for k, v in gen.items()})
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"{path}: bad [generator] value: {e}") from None
-    if not (0 < params.heldout_fraction < 1) or params.hidden_min > params.hidden_max or params.visible < 1:
-        raise ConfigError(f"{path}: [generator] values out of range")
     table = data.get("suite", {})
-    gone = sorted(set(table) - SUITE_KEYS)
+    gone = sorted(set(table) - set(SuiteTable.model_fields)) if isinstance(table, dict) else []
     if gone:  # generator / pipeline / completion were declared here but never read: the environment owns them
-        raise ConfigError(f"{path}: [suite] key {gone[0]!r} is not read (known: {', '.join(sorted(SUITE_KEYS))}); "
+        raise ConfigError(f"{path}: [suite] key {gone[0]!r} is not read (known: {', '.join(SuiteTable.model_fields)}); "
                           "the environment (evolve/env/suites.py) owns the generator, pipeline and reply format")
-    return params, {"name": SUITE, "seed": 0, **table}
+    parsed = validate_as(SuiteFile, data, str(path))
+    return parsed.generator, parsed.suite.model_dump()
 
 
 @functools.lru_cache(maxsize=8)

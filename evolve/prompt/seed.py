@@ -5,8 +5,18 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+from pydantic import Field
+
 from evolve.errors import ConfigError
 from evolve.prompt.candidate import Candidate
+from evolve.util.config_model import ConfigModel, validate_as
+
+
+class SeedPromptFile(ConfigModel):
+    """A seed prompt file (the one config style: unknown keys refused, one-line errors)."""
+
+    components: dict[str, str] = Field(min_length=1, description="The prompt's components by name (system, "
+                                       "lessons, demos, ...): the text evolution starts from; at least one.")
 
 
 def load_seed_prompt(path: str | Path) -> Candidate:
@@ -15,12 +25,6 @@ def load_seed_prompt(path: str | Path) -> Candidate:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"seed prompt {path} does not exist") from None
-    except tomllib.TOMLDecodeError as e:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"seed prompt {path}: {e}") from None
-    comps = data.get("components")
-    if not isinstance(comps, dict) or not comps:
-        raise ConfigError(f"seed prompt {path}: needs a non-empty [components] table")
-    bad = [k for k, v in comps.items() if not isinstance(v, str)]
-    if bad:
-        raise ConfigError(f"seed prompt {path}: component(s) {', '.join(bad)} must be text")
-    return Candidate(dict(comps))
+    return Candidate(dict(validate_as(SeedPromptFile, data, f"seed prompt {path}").components))

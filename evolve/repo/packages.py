@@ -12,17 +12,17 @@ import sys
 import tarfile
 import tomllib
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
 from evolve.errors import ConfigError, EvolveError
+from evolve.util.config_model import ConfigModel, validate_as
 from evolve.util.hashing import sha256_file
 
 
-class PackageSpec(BaseModel):
-    """One pinned sdist and how its tests run."""
-
-    model_config = ConfigDict(extra="forbid")
+class PackageSpec(ConfigModel):
+    """One pinned sdist and how its tests run (a ``[[package]]`` table)."""
 
     name: str = Field(description="distribution name on PyPI")
     version: str = Field(description="exact version (pinned)")
@@ -31,7 +31,7 @@ class PackageSpec(BaseModel):
     python_path: list[str] = Field(default=["."], description="folders inside the sdist put on PYTHONPATH")
     source: list[str] = Field(description="source files bugs are injected into (relative to the sdist root)")
     tests: list[str] = Field(description="test files or folders the factory selects tests from")
-    split: str = Field(default="train", pattern="^(train|heldout)$", description="train or heldout, by package")
+    split: Literal["train", "heldout"] = Field(default="train", description="train or heldout, by package")
     path: str | None = Field(default=None, description="a local sdist (relative to the TOML) instead of PyPI")
 
     @property
@@ -39,22 +39,25 @@ class PackageSpec(BaseModel):
         return f"{self.name}-{self.version}"
 
 
+class PackagesFile(ConfigModel):
+    """A package list file: ``[[package]]`` tables."""
+
+    package: tuple[PackageSpec, ...] = Field((), strict=False, description="The pinned sdists, one table each.")
+
+
 def load_packages(path: str | Path) -> list[PackageSpec]:
     p = Path(path)
     try:
         raw = tomllib.loads(p.read_text())
-        specs = [PackageSpec(**row) for row in raw.get("package", [])]
     except FileNotFoundError:
         raise ConfigError(f"package list not found: {p}") from None
-    except (tomllib.TOMLDecodeError, ValidationError, TypeError) as e:
-        raise ConfigError(f"{p}: {' '.join(str(e).split())[:300]}") from None
-    base = p.resolve().parent
-    for s in specs:
-        if s.path is not None:
-            s.path = str((base / s.path).resolve())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{p}: not valid TOML ({e})") from None
+    specs = validate_as(PackagesFile, raw, str(p)).package
     if not specs:
         raise ConfigError(f"{p}: no [[package]] entries")
-    return specs
+    base = p.resolve().parent  # a local sdist is relative to the file that names it
+    return [s.model_copy(update={"path": str((base / s.path).resolve())}) if s.path is not None else s for s in specs]
 
 
 def fetch(spec: PackageSpec, cache: Path, offline: bool = False) -> Path:

@@ -3,8 +3,6 @@ everything they depend on, and rebuilds a damaged file."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from evolve.gym import cache
@@ -37,7 +35,7 @@ def test_cached_tasks_equal_the_generated_ones_value_and_type(runs):
 
 def test_the_key_covers_split_seed_params_and_source(runs, monkeypatch):
     keys = {cache._key("train", 0, SMALL), cache._key("heldout", 0, SMALL), cache._key("train", 1, SMALL),
-            cache._key("train", 0, dataclasses.replace(SMALL, visible=3))}
+            cache._key("train", 0, SMALL.model_copy(update={"visible": 3}))}
     assert len(keys) == 4
     before = cache._key("train", 0, SMALL)
     monkeypatch.setattr(cache, "_source_digest", lambda: "an edited generator")
