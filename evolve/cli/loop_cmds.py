@@ -213,6 +213,7 @@ def run(
         suite_record,
         version_config,
     )
+    from evolve.verification import load_pipeline
 
     given, dotted = parse_overrides(ctx.args)
     if given and config:
@@ -229,6 +230,7 @@ def run(
     record = suite_record(cfg)  # reads and checks a task file now: a bad row stops before anything runs
     # the verifier version too: a bad, edited or foreign file stops here, and the run records which it is
     record.update(version_config(cfg))
+    load_pipeline(cfg.pipeline)  # and the pipeline file: checked here, built by the verifier's backend
     store = _open_store(db)
     run_name = name or new_run_name(cfg)
     if store.find_run(run_name) is not None:

@@ -213,3 +213,17 @@ def test_malformed_config_gives_one_line(tmp_path, content, needle):
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in proc.stderr, proc.stderr
     assert not (tmp_path / "l.db").exists()  # nothing written
+
+
+def test_a_bad_pipeline_file_stops_the_run_before_anything_is_written(tmp_path):
+    from loop_helpers import LoopDB
+
+    pipe = tmp_path / "pipe.toml"
+    pipe.write_text('[[stages]]\nname = "hidden"\nrequird = false\n')  # a misspelt key, once a silent option
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(f"[loop]\npipeline = '{pipe}'\n")
+    proc = LoopDB(f"sqlite:///{tmp_path / 'l.db'}").evolve("run", "--config", str(cfg), check=False, timeout=120)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0] == f"error: {pipe}: unknown key 'stages.0.requird' (stage 'hidden' takes name, weight and required)"
+    assert not (tmp_path / "l.db").exists() and proc.stdout == ""  # nothing written, nothing announced
