@@ -8,13 +8,14 @@ version (``selfcheck.verifier_version``) hashes it, so augment files written bef
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from evolve.util.config_model import ConfigModel
 
-POLICIES = ("continue", "stop_first")
+Policy = Literal["continue", "stop_first"]
+POLICIES = get_args(Policy)
 # Stages that are required unless the file says otherwise; any other stage (lint, perf) is optional.
 REQUIRED_BY_DEFAULT = ("compile", "visible", "hidden")
 
@@ -65,7 +66,7 @@ class Pipeline(ConfigModel):
 
     stages: tuple[StageConfig, ...] = Field(strict=False, description="The stages in order, each a "
                                             "[[stages]] table; at least one.")
-    policy: Literal["continue", "stop_first"] = Field("continue", description="continue: later stages still "
+    policy: Policy = Field("continue", description="continue: later stages still "
                                                       "give feedback; stop_first: the first failing stage ends "
                                                       "the sample (AVO-style).")
     partial_credit: bool = Field(True, description="Test stages score the fraction of tests passed (else 0/1).")
