@@ -52,17 +52,17 @@ class Gate:
     def judge(self, ctx: LoopContext, state: LoopState, judged: Judged, timer: Timer) -> Judgement:
         """Reflect on the routed failures, gate each proposal (minibatch, then validation); carries the
         current prompt's evaluation rollouts (on-policy for the next update)."""
-        parent, routing, out = judged.arms[0].candidate, judged.routing, Judgement()
+        parent, routing, verdict = judged.arms[0].candidate, judged.routing, Judgement()
         with timer.phase("reflect"):
             proposals = ctx.evolver.propose(parent, routing.reflection_rollouts + routing.contrast_rollouts,
                                             random.Random(judged.seeds.reflect))
         with timer.phase("proposal_eval"):
-            out.carry = self._evaluate(ctx, state, parent, proposals, judged, out)
-        out.metrics["gate"] = [gate_record(ctx, p) for p in out.proposals]
-        return out
+            verdict.carry = self._evaluate(ctx, state, parent, proposals, judged, verdict)
+        verdict.metrics["gate"] = [gate_record(ctx, p) for p in verdict.proposals]
+        return verdict
 
     def _evaluate(self, ctx: LoopContext, state: LoopState, parent: Candidate, proposals: list[Proposal],
-                  judged: Judged, out: Judgement) -> list[Rollout]:
+                  judged: Judged, verdict: Judgement) -> list[Rollout]:
         """Minibatch gate, then validation. Every evaluation is checked against the rollout budget
         first; one that does not fit is not run and its proposal is recorded as rejected ("budget")."""
         cfg, sel, seeds = ctx.config, self.sel, judged.seeds
@@ -72,29 +72,29 @@ class Gate:
         random_seed = seeds.reward if cfg.reward == "random" else None
 
         def evaluate(cand: Candidate, task_list: list[Task], n: int, seed: int) -> list[Rollout]:
-            left = budget_left(cfg, state, [*judged.spent, *out.rollouts])
+            left = budget_left(cfg, state, [*judged.spent, *verdict.rollouts])
             if left is not None and len(task_list) * n > left:
                 raise _OverBudget
             rolls = roll_out(ctx, cand, task_list, n, seed, "candidate", PENDING_WEIGHTS)
             verify(ctx.verifier, ctx.tasks_by_id, rolls, random_seed)
-            out.rollouts.extend(rolls)
+            verdict.rollouts.extend(rolls)
             return rolls
 
         try:  # common random numbers: parent and proposals sampled with one seed on the same weights
             parent_mb = evaluate(parent, mb_tasks, sel.minibatch_samples, seeds.reflect)
         except _OverBudget:
-            out.proposals += [_over_budget(p) for p in proposals]
+            verdict.proposals += [_over_budget(p) for p in proposals]
             return []
         gate_parent = GateParent(parent, task_scores(parent_mb, cfg.selection_signal))
         on_policy: dict[str, list[Rollout]] = {parent.id: parent_mb}
         for proposal in proposals:
             try:
-                gate_one(ctx, sel, proposal, gate_parent, mb_tasks, on_policy, evaluate, seeds, out.proposals)
+                gate_one(ctx, sel, proposal, gate_parent, mb_tasks, on_policy, evaluate, seeds, verdict.proposals)
             except _OverBudget:
-                if not out.proposals or out.proposals[-1]["proposal"] is not proposal:
-                    out.proposals.append(_over_budget(proposal))
+                if not verdict.proposals or verdict.proposals[-1]["proposal"] is not proposal:
+                    verdict.proposals.append(_over_budget(proposal))
                 else:
-                    out.proposals[-1]["meta"] = {"skipped": "budget (validation)"}
+                    verdict.proposals[-1]["meta"] = {"skipped": "budget (validation)"}
         return on_policy.get(ctx.evolver.current().id, [])
 
 

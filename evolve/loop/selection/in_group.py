@@ -113,12 +113,12 @@ class InGroup:
             for c in (arm.challenger for arm in judged.arms[1:]):
                 if c is not None and (c.evidence.decision.startswith("retired") or c is best):
                     ev.resolve(c, judged.index, rule)
-        out = Judgement(metrics={"challengers": records, "promoted": best.id if best is not None else None})
+        verdict = Judgement(metrics={"challengers": records, "promoted": best.id if best is not None else None})
         if ev.pool.room > 0 or self._weakest(ctx) is not None:
-            self._reflect_into_pool(ctx, judged, out, timer)
-        out.metrics["pool"] = [{"id": c.id, "n": c.evidence.n, "decision": c.evidence.decision}
+            self._reflect_into_pool(ctx, judged, verdict, timer)
+        verdict.metrics["pool"] = [{"id": c.id, "n": c.evidence.n, "decision": c.evidence.decision}
                                for c in ev.pool.active]
-        return out  # in-group selection spends no rollouts outside the groups: nothing to carry
+        return verdict  # in-group selection spends no rollouts outside the groups: nothing to carry
 
     def _weakest(self, ctx: LoopContext) -> Challenger | None:
         """The challenger eviction would retire now (``evict_below``), or None."""
@@ -128,9 +128,9 @@ class InGroup:
             return None
         return ctx.evolver.pool.weakest(sel.thompson_prior_sd, sel.evict_below)
 
-    def _reflect_into_pool(self, ctx: LoopContext, judged: Judged, out: Judgement, timer: Timer) -> None:
+    def _reflect_into_pool(self, ctx: LoopContext, judged: Judged, verdict: Judgement, timer: Timer) -> None:
         """Reflection on the current incumbent's routed failures (and successes for contrast); the
-        proposals (and any challenger evicted for one) go into ``out``."""
+        proposals (and any challenger evicted for one) go into ``verdict``."""
         ev, routing = ctx.evolver, judged.routing
         parent = ev.current()
         traces = [r for r in routing.reflection_rollouts + routing.contrast_rollouts if r.prompt_version == parent.id]
@@ -142,9 +142,9 @@ class InGroup:
                 if weak is not None:  # make room: the challenger least likely to beat the incumbent leaves
                     weak.evidence.decision = "retired-evicted"
                     ev.resolve(weak, judged.index, self.rule())
-                    out.metrics.setdefault("evicted", []).append(weak.id)
+                    verdict.metrics.setdefault("evicted", []).append(weak.id)
             admitted = ev.admit(p, judged.index)
-            out.proposals.append({"proposal": p, "accepted": admitted, "minibatch": None, "parent_minibatch": None,
+            verdict.proposals.append({"proposal": p, "accepted": admitted, "minibatch": None, "parent_minibatch": None,
                                   "meta": {"selection": self.type, "admitted_to_pool": admitted}})
 
 
