@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from evolve.errors import EvolveError
 from evolve.util.text import one_line
+
+if TYPE_CHECKING:
+    from evolve.loop.context import Outcome
+    from evolve.metrics import GenerationMetrics, OriginalMetrics
+    from evolve.prompt.candidate import Candidate
 
 DB_HELP = "SQLAlchemy URL or SQLite path (default: $EVOLVE_DB or runs/lineage.db)."
 
@@ -48,7 +54,7 @@ class StatusPrinter:
         self.previous = out.metrics["heldout"]["pass@1"]
 
 
-def new_lessons(out) -> list[str]:
+def new_lessons(out: Outcome) -> list[str]:
     """The lesson lines this generation's admitted proposals add to the incumbent: what reflection just
     wrote (an LM's rules are the news). Read from the outcome, not stored in the metrics, so replays of
     runs recorded before it stay metric-equal."""
@@ -62,7 +68,7 @@ def new_lessons(out) -> list[str]:
     return list(dict.fromkeys(lines))
 
 
-def challenger_text(m: dict, new: list[str] | None = None) -> str:
+def challenger_text(m: GenerationMetrics, new: list[str] | None = None) -> str:
     """Each challenger sampled this generation: id, the line it adds, paired tasks, mean difference,
     anytime-valid bounds, the sign-flip p-value against its per-look threshold (signflip test),
     decision; then the pool size and how many proposals joined it."""
@@ -78,7 +84,7 @@ def challenger_text(m: dict, new: list[str] | None = None) -> str:
     return f"challengers: {head} (pool {len(m.get('pool') or [])}, +{joined} new{':' + shown if shown else ''})"
 
 
-def gate_text(m: dict) -> str:
+def gate_text(m: GenerationMetrics) -> str:
     """selection = "gate": each proposal with the line it adds, minibatch means parent -> proposal,
     validation means when it passed the minibatch, and the decision."""
     items = []
@@ -102,13 +108,14 @@ def gate_text(m: dict) -> str:
     return ("; proposals: " + "; ".join(items)) if items else ""
 
 
-def original_text(o: dict) -> str:
+def original_text(o: OriginalMetrics) -> str:
     """Under a verifier version: held-out pass@1 under the tasks' own tests and the gap to the augmented
     figure ("the policy learned to pass weak tests" shows as a growing gap)."""
     return f"own tests pass@1 {o['pass@1']:.3f} (gap {o['gap']['pass@1']:+.3f})"
 
 
-def status_line(index: int, m: dict, prompt, previous: float | None, new: list[str] | None = None) -> str:
+def status_line(index: int, m: GenerationMetrics, prompt: Candidate | None, previous: float | None,
+                new: list[str] | None = None) -> str:
     held = m["heldout"]["pass@1"]
     delta = f" ({held - previous:+.3f})" if previous is not None else ""
     update = m.get("update") or {}

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, insert, select, update
 
@@ -285,8 +285,8 @@ class LineageStore:
         return len(rows)
 
     def commit_generation(self, gid: int, prompt_version: str, weights_version: str,
-                          state_artifact: str | None = None, metrics: dict | None = None,
-                          timings: dict | None = None, rng_artifact: str | None = None) -> Generation:
+                          state_artifact: str | None = None, metrics: Mapping[str, Any] | None = None,
+                          timings: Mapping[str, float] | None = None, rng_artifact: str | None = None) -> Generation:
         """Verify every referenced artifact on disk, then mark the generation committed atomically."""
         from evolve.lineage.models import Generation
 

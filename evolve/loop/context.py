@@ -5,17 +5,19 @@ controller and the prompt-selection rules (``evolve.loop.selection``), so neithe
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from evolve.env.base import Environment, Generator, Verifying
 from evolve.loop.config import GenerationSeeds, LoopConfig
 from evolve.loop.rollouts import PENDING_WEIGHTS
 from evolve.loop.routing import Routing
 from evolve.loop.state import LoopState
+from evolve.metrics import GenerationMetrics, UpdateRecord
 from evolve.prompt.candidate import Candidate
-from evolve.prompt.evolver import PromptEvolver
+from evolve.prompt.evolver import PromptEvolver, Proposal
 from evolve.rollout import Rollout
 from evolve.verification.types import Task
 
@@ -26,8 +28,10 @@ if TYPE_CHECKING:
 class LoopPolicy(Generator, Protocol):
     """What the loop needs of a policy (``evolve.policy.Policy``): sampling plus the weights' side."""
 
-    can_update: bool
     tokenizer: object
+
+    @property
+    def can_update(self) -> bool: ...
 
     def update(self, groups: list[list[Rollout]]) -> UpdateStats: ...
 
@@ -63,23 +67,41 @@ class LoopContext:
             self.env = SuiteEnv("tasks", lambda: {"train": self.train_tasks, "heldout": self.heldout_tasks})
 
 
+class _ProposalKeys(TypedDict):
+    proposal: Proposal
+    accepted: bool  # gate: passed the minibatch; in_group/value: admitted to the challenger pool
+    minibatch: dict[str, float] | None  # task -> mean score (gate)
+    parent_minibatch: dict[str, float] | None
+
+
+class ProposalRecord(_ProposalKeys, total=False):
+    """One proposal a generation judged; ``runner.commit_outcome`` stores it as a prompt version (these
+    keys go into its meta). Not a metric: it holds the Proposal object."""
+
+    meta: dict[str, Any]  # {"skipped": ...} or {"selection", "admitted_to_pool"}
+    val: dict[str, float]  # gate: task -> validation mean, proposal and parent
+    parent_val: dict[str, float]
+    gate: dict[str, Any]  # gate: the validation sign-flip test + "promoted"
+
+
 @dataclass
 class Outcome:
-    """Everything a generation produced, ready to commit (or to compare, in replay)."""
+    """Everything a generation produced, ready to commit (or to compare, in replay). The controller
+    fills it from what each phase returns; only the runner adds to it afterwards (its timings)."""
 
     index: int
     seeds: GenerationSeeds
     prompt: Candidate
-    rollouts: list[Rollout] = field(default_factory=list)
-    proposals: list[dict] = field(default_factory=list)  # {"proposal", "accepted", scores...}
-    update_stats: dict | None = None
-    metrics: dict = field(default_factory=dict)
-    timings: dict = field(default_factory=dict)
-    loop_state: LoopState | None = None
+    loop_state: LoopState  # the state the generation advanced (the runner stores it with the generation)
+    rollouts: list[Rollout] = field(default_factory=list)  # in the order produced (replay compares it)
+    proposals: list[ProposalRecord] = field(default_factory=list)
+    update_stats: UpdateRecord | None = None
+    metrics: GenerationMetrics = field(default_factory=lambda: GenerationMetrics())
+    timings: dict[str, float] = field(default_factory=dict)
     parent_weights: str = PENDING_WEIGHTS
     budget_left: int | None = None  # learning rollouts left when the generation started
     routing: Routing = field(default_factory=Routing)
-    update_groups: list = field(default_factory=list)  # exactly what the weight update was given
+    update_groups: list[list[Rollout]] = field(default_factory=list)  # exactly what the weight update was given
 
 
 class Timer:
@@ -87,7 +109,7 @@ class Timer:
         self.spent: dict[str, float] = {}
 
     @contextmanager
-    def phase(self, name: str):
+    def phase(self, name: str) -> Iterator[None]:
         t0 = time.perf_counter()
         try:
             yield
@@ -95,7 +117,10 @@ class Timer:
             self.spent[name] = self.spent.get(name, 0.0) + time.perf_counter() - t0
 
 
-def tick(progress, phase: str) -> None:
+Progress = Callable[[str], None]  # told each phase's name as the generation enters it
+
+
+def tick(progress: Progress | None, phase: str) -> None:
     if progress is not None:
         progress(phase)
 
@@ -109,8 +134,9 @@ def plan_batch(tasks: int, group: int, left: int | None) -> tuple[int, int]:
     return (1, left) if left > 0 else (0, group)
 
 
-def budget_left(cfg: LoopConfig, state: LoopState, out: Outcome) -> int | None:
-    """Learning rollouts this generation may still spend (None = no budget)."""
+def budget_left(cfg: LoopConfig, state: LoopState, spent: Iterable[Rollout]) -> int | None:
+    """Learning rollouts this generation may still spend, ``spent`` being its rollouts so far (None = no
+    budget)."""
     if cfg.max_rollouts is None:
         return None
-    return cfg.max_rollouts - state.rollouts_spent - sum(1 for r in out.rollouts if r.purpose != "heldout")
+    return cfg.max_rollouts - state.rollouts_spent - sum(1 for r in spent if r.purpose != "heldout")

@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from evolve.env.episode import observation_hash  # GiGPO's anchor: the conversation the policy acted on
+from evolve.metrics import GuidedMetrics
 from evolve.rollout import Rollout
 from evolve.verification.types import Task, VerifyResult
 
@@ -187,7 +188,7 @@ def leaked_fragments(text: str, task: Task, min_chars: int = MIN_CHARS) -> list[
 
 
 def leakage_audit(records: Sequence[tuple[Task, str]], heldout_pass1_unguided: float | None,
-                  guided_pass1: float | None = None, min_chars: int = MIN_CHARS) -> dict:
+                  guided_pass1: float | None = None, min_chars: int = MIN_CHARS) -> GuidedMetrics:
     """Held-out pass@1 without guidance next to the guided figure, and every guidance text that
     quotes hidden-test content. ``records``: (task, guidance text) for each guidance given."""
     flagged = []

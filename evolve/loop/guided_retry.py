@@ -8,7 +8,9 @@ under the unguided first messages and joined to their failed group for the updat
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+from evolve.env.base import Environment
 from evolve.env.episode import collect, verify
 from evolve.loop.guided import (
     Guidance,
@@ -19,18 +21,23 @@ from evolve.loop.guided import (
     leakage_audit,
     retry_group,
 )
+from evolve.metrics import GuidedMetrics
+from evolve.prompt.candidate import Candidate
 from evolve.rollout import Rollout
 from evolve.verification.types import Task
+
+if TYPE_CHECKING:
+    from evolve.loop.context import LoopContext
 
 
 @dataclass
 class _GuidedEnv:
     """``env`` with each task's guidance appended to its first messages (everything else delegated)."""
 
-    env: object
+    env: Environment
     guidance: dict[str, Guidance]
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.env, name)
 
     def first_messages(self, components: dict[str, str], task: Task) -> list[dict]:
@@ -41,7 +48,13 @@ class _GuidedEnv:
 class GuidedRetries:
     groups: list[list[Rollout]]  # failed group + its retries (unguided tokens), one per rescued task
     retries: list[Rollout]  # the guided samples as sampled (guided messages), for the record
-    audit: dict  # leakage audit of every guidance text given
+    audit: GuidedMetrics  # leakage audit of every guidance text given
+
+    def metrics(self) -> GuidedMetrics:
+        """The generation's ``guided`` metrics: the audit and the counts (held-out's unguided pass@1 is
+        filled in by the controller once held-out is measured)."""
+        return {**self.audit, "groups": len(self.groups), "retries": len(self.retries),
+                "rescued_groups": sum(any(r.passed for r in grp) for grp in self.groups)}
 
 
 def guided_retries(env, policy, verifier, candidate, groups: list[list[Rollout]], tasks_by_id: dict[str, Task],
@@ -79,24 +92,20 @@ def guided_retries(env, policy, verifier, candidate, groups: list[list[Rollout]]
     return GuidedRetries(out, retries, audit)
 
 
-def guided_update_groups(ctx, prompt, groups: list[list[Rollout]], seed: int, weights_version: str,
-                         left: int | None, out) -> list[list[Rollout]]:
+def guided_update_groups(ctx: LoopContext, prompt: Candidate, groups: list[list[Rollout]], seed: int,
+                         weights_version: str, left: int | None) -> GuidedRetries | None:
     """The loop's step: retries for all-fail groups (``config.guided_retries``), within the rollout
-    budget ``left``; the guided samples go into ``out.rollouts`` (purpose "guided") and the audit into
-    ``out.metrics["guided"]``. Returns the groups to add to the update (failed group + retries)."""
+    budget ``left``; None when none were tried. The caller adds ``groups`` to the update (failed group +
+    retries), ``retries`` (purpose "guided") to the generation's rollouts and ``metrics()`` to its metrics."""
     cfg = ctx.config
     if not cfg.guided_retries or not ctx.learn_weights:
-        return []
+        return None
     max_groups = cfg.guided_max_groups if left is None else min(cfg.guided_max_groups, left // cfg.guided_samples)
     if max_groups < 1:
-        return []
+        return None
     lessons = [ln for ln in prompt.components.get("lessons", "").splitlines() if ln.strip()]
-    g = guided_retries(ctx.env, ctx.policy, ctx.verifier, prompt, groups, ctx.tasks_by_id, list(cfg.guided_retries),
-                       lessons, cfg.guided_samples, seed, weights_version, max_groups)
-    out.rollouts += g.retries
-    out.metrics["guided"] = {**g.audit, "groups": len(g.groups), "retries": len(g.retries),
-                             "rescued_groups": sum(any(r.passed for r in grp) for grp in g.groups)}
-    return g.groups
+    return guided_retries(ctx.env, ctx.policy, ctx.verifier, prompt, groups, ctx.tasks_by_id,
+                          list(cfg.guided_retries), lessons, cfg.guided_samples, seed, weights_version, max_groups)
 
 
 def _rehash(env, task: Task) -> dict:

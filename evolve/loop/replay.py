@@ -17,6 +17,7 @@ from evolve.loop.config import GenerationSeeds, LoopConfig
 from evolve.loop.controller import run_generation
 from evolve.loop.recording import replay_recorder
 from evolve.loop.runner import build_session, check_recorded_tasks, initial_outcome, session_from_generation
+from evolve.metrics import GenerationMetrics, HeldoutMetrics
 from evolve.util.repro import seed_everything
 
 
@@ -112,5 +113,5 @@ def replay_generation(store, ref: str, say=lambda s: None) -> ReplayReport:
         tmp.cleanup()
 
 
-def _heldout(metrics: dict | None) -> float | None:
-    return ((metrics or {}).get("heldout") or {}).get("pass@1")
+def _heldout(metrics: GenerationMetrics | None) -> float | None:
+    return (metrics or GenerationMetrics()).get("heldout", HeldoutMetrics()).get("pass@1")

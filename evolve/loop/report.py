@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from evolve.errors import EvolveError
+from evolve.metrics import GenerationMetrics
 from evolve.util.atomic import atomic_write_text
 
 # The UI's chart text styles (evolve/ui/static/ui.css), for a file opened on its own.
@@ -68,11 +70,16 @@ def _prompt_lines(store, run: str, gens: list[dict]) -> list[str]:
     return lines
 
 
+def _metrics(gen: dict[str, Any]) -> GenerationMetrics:
+    """A stored generation's metrics (any run's, recorded by an older version too: read with defaults)."""
+    return gen.get("metrics") or GenerationMetrics()
+
+
 def _version_lines(gens: list[dict]) -> list[str]:
     """Under a verifier version: held-out pass@1 under its augmented tests and under the tasks' own, per
     generation. A gap that grows is the policy learning to pass the weak tests."""
     rows = [(g["index"], m["heldout"]["pass@1"], m["heldout_original"]) for g in gens
-            if (m := g.get("metrics") or {}).get("heldout_original")]
+            if (m := _metrics(g)).get("heldout_original")]
     if not rows:
         return []
     lines = ["", "## Held-out under the verifier version and under the tasks' own tests", "",
@@ -87,19 +94,20 @@ def _write_summary(store, run: str, gens: list[dict], out: Path, charts: list[st
     by_id = {g["id"]: g for g in gens}
     removed: dict[str, dict[str, int]] = defaultdict(lambda: {"weights": 0, "prompt": 0})
     for g in gens:
-        m = g.get("metrics") or {}
-        att = m.get("attribution") or {}
+        m = _metrics(g)
+        att = m.get("attribution")
+        dw, dp = (att.get("delta_weights", 0), att.get("delta_prompt", 0)) if att else (0, 0)
         parent = by_id.get(g["parent_id"])
         lines.append(
             f"| {g['index']} | {parent['index'] if parent else '-'} | `{g['prompt_version'][:8]}` | "
             f"`{str(g['weights_version'])[:8]}` | {m.get('train_reward', float('nan')):.3f} | "
             f"{m.get('zero_variance_fraction', float('nan')):.2f} | {m['heldout']['pass@1']:.3f} | "
-            f"{att.get('delta_weights', 0):+.3f} | {att.get('delta_prompt', 0):+.3f} | "
+            f"{dw:+.3f} | {dp:+.3f} | "
             f"{m.get('accepted', 0)}/{m.get('proposals', 0)} |")
-        for cls, row in (att.get("classes") or {}).items():
+        for cls, row in ((att.get("classes") if att else None) or {}).items():
             removed[cls]["weights"] += row["removed_by_weights"]
             removed[cls]["prompt"] += row["removed_by_prompt"]
-    first, last = gens[0]["metrics"]["heldout"], gens[-1]["metrics"]["heldout"]
+    first, last = _metrics(gens[0])["heldout"], _metrics(gens[-1])["heldout"]
     lines += ["", "## Failure classes on held-out tasks: which lever removed them", "",
               "| class | gen 0 | last | removed by weights | removed by prompt |", "|---|---|---|---|---|"]
     classes = sorted(set(first.get("failure_classes", {})) | set(last.get("failure_classes", {})) | set(removed))

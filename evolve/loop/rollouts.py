@@ -7,6 +7,7 @@ The loop owns rollouts: the same objects feed the weight update, reflection and 
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any, cast
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from evolve.env.episode import (
     verify,
 )
 from evolve.loop.routing import failure_class
+from evolve.metrics import HeldoutMetrics, OriginalMetrics
 from evolve.rollout import Rollout
 from evolve.verification.types import Task
 
@@ -42,22 +44,23 @@ def _pass_at(rows: dict[str, dict], ks: tuple[int, ...]) -> dict[str, float]:
     return out
 
 
-def heldout_metrics(rollouts: list[Rollout], ks: tuple[int, ...]) -> dict:
+def heldout_metrics(rollouts: list[Rollout], ks: tuple[int, ...]) -> HeldoutMetrics:
     """pass@k (unbiased) over tasks, plus the failure-class counts."""
     rows = pass_at_k_rows(rollouts, ks)
-    out = _pass_at(rows, ks)
+    out: dict[str, Any] = dict(_pass_at(rows, ks))
     classes = Counter(c for c in (failure_class(r) for r in rollouts) if c)
     out["failure_classes"] = dict(sorted(classes.items()))
     out["samples"] = len(rollouts)
     out["tasks"] = len(rows)
-    return out
+    return cast(HeldoutMetrics, out)  # pass@k keys are built from ks: mypy cannot see them as literals
 
 
-def original_metrics(ctx, rollouts: list[Rollout], ks: tuple[int, ...], augmented: dict) -> dict:
+def original_metrics(ctx, rollouts: list[Rollout], ks: tuple[int, ...],
+                     augmented: HeldoutMetrics) -> OriginalMetrics:
     """Under a verifier version: held-out pass@k under the tasks' own tests, and the gap to ``augmented``
     (the same rollouts' figures under the added tests): how much of the pass rate the added tests reject."""
     passed, again = passed_before_augmentation(ctx.verifier, ctx.original_tasks, rollouts)
-    out: dict = _pass_at(pass_at_k_rows(rollouts, ks, passed), ks)
-    out["gap"] = {k: v - augmented[k] for k, v in out.items()}
+    out: dict[str, Any] = dict(_pass_at(pass_at_k_rows(rollouts, ks, passed), ks))
+    out["gap"] = {k: v - augmented[k] for k, v in out.items()}  # type: ignore[literal-required]  # pass@k keys
     out["reverified"] = again  # failures on augmented tasks verified a second time, on the original task
-    return out
+    return cast(OriginalMetrics, out)  # as heldout_metrics

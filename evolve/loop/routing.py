@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from evolve.metrics import RoutingSummary
 from evolve.rollout import Rollout
 
 
@@ -71,7 +72,7 @@ class Routing:
     recurring_classes: list[str] = field(default_factory=list)
     all_fail_to_weights: bool = False
 
-    def summary(self) -> dict:
+    def summary(self) -> RoutingSummary:
         n = len(self.all_fail_tasks) + len(self.mixed_tasks) + len(self.all_pass_tasks)
         return {
             "groups": n,

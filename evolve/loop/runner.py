@@ -11,11 +11,12 @@ from __future__ import annotations
 import tempfile
 import time
 import traceback
+from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from evolve.loop.controller import LoopContext, Outcome, full_heldout, run_gener
 from evolve.loop.recording import BufferRecorder
 from evolve.loop.rollouts import PENDING_WEIGHTS, heldout_metrics, original_metrics, roll_out, verify
 from evolve.loop.state import LoopState, SamplerState, read_state_folder, store_state
+from evolve.metrics import GenerationMetrics
 from evolve.prompt.candidate import Candidate
 from evolve.util.repro import seed_everything
 
@@ -230,7 +232,7 @@ def commit_outcome(session: Session, gid: int, out: Outcome, parent_weights: str
 
 # ---- running -----------------------------------------------------------------------------------
 
-def initial_generation(session: Session) -> tuple[int, str, dict, LoopState]:
+def initial_generation(session: Session) -> tuple[int, str, GenerationMetrics, LoopState]:
     """Generation 0: the seed prompt on the base weights, evaluated on held-out tasks."""
     cfg = session.ctx.config
     seeds = GenerationSeeds.derive(cfg.seed, 0)
@@ -278,26 +280,28 @@ def initial_outcome(ctx: LoopContext, seeds: GenerationSeeds) -> Outcome:
     cfg = ctx.config
     seed_everything(cfg.seed)
     prompt = ctx.evolver.current()
-    out = Outcome(index=0, seeds=seeds, prompt=prompt)
+    out = Outcome(index=0, seeds=seeds, prompt=prompt, loop_state=LoopState(sampler=SamplerState(seed=cfg.seed)))
     t0 = time.perf_counter()
     rolls = roll_out(ctx, prompt, ctx.heldout_tasks, cfg.heldout_samples, seeds.heldout, "heldout",
                      PENDING_WEIGHTS)
     verify(ctx.verifier, ctx.tasks_by_id, rolls, None)
     out.rollouts = rolls
-    out.metrics = {"heldout": heldout_metrics(rolls, cfg.heldout_ks), "rollouts_spent": 0}
+    heldout = heldout_metrics(rolls, cfg.heldout_ks)
+    out.metrics = {"heldout": heldout, "rollouts_spent": 0}
     if ctx.original_tasks:  # a verifier version: the same samples under the tasks' own tests
-        out.metrics["heldout_original"] = original_metrics(ctx, rolls, cfg.heldout_ks, out.metrics["heldout"])
+        out.metrics["heldout_original"] = original_metrics(ctx, rolls, cfg.heldout_ks, heldout)
     if cfg.heldout_final_tasks is not None and cfg.heldout_full_at_start:  # the full figure at the start
         out.metrics["heldout_full"] = full_heldout(ctx, prompt, seeds, out.rollouts)
     out.timings = {"heldout": time.perf_counter() - t0}
-    out.loop_state = LoopState(sampler=SamplerState(seed=cfg.seed))
-    out.loop_state.heldout_history.append(out.metrics["heldout"]["pass@1"])
+    out.loop_state.heldout_history.append(heldout["pass@1"])
     return out
 
 
-def run_generations(session: Session, parent_gid: int, parent_wv: str, parent_metrics: dict,
+def run_generations(session: Session, parent_gid: int, parent_wv: str, parent_metrics: Mapping[str, Any],
                     state: LoopState, count: int, on_generation=None) -> int:
-    """Run ``count`` generations as a chain from ``parent_gid``; returns the last committed id."""
+    """Run ``count`` generations as a chain from ``parent_gid``; returns the last committed id.
+    ``parent_metrics``: this process's last generation's, or a stored one's (any run's, recorded by an
+    older version too): only its ``heldout`` is read."""
     cfg = session.ctx.config
     for _ in range(count):
         if cfg.max_rollouts is not None and state.rollouts_spent >= cfg.max_rollouts:
@@ -345,7 +349,7 @@ def materialize_state(store, run: str, generation) -> tuple[Path, tempfile.Tempo
 
 
 def session_from_generation(store, run_row, generation, say, recorder=None,
-                            cluster=None) -> tuple[Session, LoopState, object]:
+                            cluster=None) -> tuple[Session, LoopState, tempfile.TemporaryDirectory]:
     """Rebuild the full state of a committed generation (weights, optimizer, sampler, prompts).
     No RNG state is restored: the next generation reseeds from its derived seeds. ``cluster``: where
     to verify and roll out (None = local; replay always runs locally)."""

@@ -13,6 +13,7 @@ from markupsafe import Markup
 from evolve.errors import LineageError
 from evolve.lineage import pages
 from evolve.lineage.diff import component_diffs, describe, diff_generations, metric_deltas
+from evolve.metrics import GenerationMetrics, HeldoutMetrics
 from evolve.ui import charts
 from evolve.ui.text import from_form
 
@@ -98,7 +99,7 @@ def generation_page(store, run_name: str, index: int, params, db_arg: str | None
     _, total = pages.rollouts_page(store, gen["id"], filters, 0, 0)
     rp = pager(_int(params.get("rpage"), 0), total, ROLLOUT_PAGE)
     rollouts, _ = pages.rollouts_page(store, gen["id"], filters, rp["offset"], ROLLOUT_PAGE)
-    metrics = gen["metrics"] or {}
+    metrics: GenerationMetrics = gen["metrics"] or GenerationMetrics()  # older runs too: read with defaults
     db = f" --db {_shell(db_arg)}" if db_arg else ""
     name = f"{run_name}:{index}"
     return {
@@ -118,11 +119,12 @@ def _shell(word: str) -> str:
     return shlex.quote(word)
 
 
-def _class_table(metrics: dict) -> list[dict]:
+def _class_table(metrics: GenerationMetrics) -> list[dict]:
     """Held-out failure classes with what each lever removed (attribution), one row per class."""
-    held = (metrics.get("heldout") or {}).get("failure_classes") or {}
-    attr = ((metrics.get("attribution") or {}).get("classes")) or {}
-    recurring = set((metrics.get("routing") or {}).get("recurring_classes") or [])
+    att, routing = metrics.get("attribution"), metrics.get("routing")
+    held = (metrics.get("heldout") or HeldoutMetrics()).get("failure_classes") or {}
+    attr = (att.get("classes") if att else None) or {}
+    recurring = set((routing.get("recurring_classes") if routing else None) or [])
     names = sorted(set(held) | set(attr) | recurring)
     return [{"name": c, "count": held.get(c), "recurring": c in recurring, **(attr.get(c) or {})} for c in names]
 

@@ -151,3 +151,8 @@ def straight_and_resumed(db: LoopDB, config: Path | str) -> LoopDB:
     db.evolve("run", "--config", str(config), "--name", "cut", "--generations", "1")
     db.evolve("resume", "cut", "--generations", "1")
     return db
+
+
+def typed_keys(typed_dict: type) -> set[str]:
+    """Every key a TypedDict declares (evolve/metrics.py), required or not."""
+    return set(typed_dict.__required_keys__) | set(typed_dict.__optional_keys__)  # type: ignore[attr-defined]

@@ -8,6 +8,7 @@ import json
 
 import pytest
 from loop_helpers import CI_CONFIG
+from loop_helpers import typed_keys as keys
 from sqlalchemy import create_engine, text
 
 from evolve.loop import power
@@ -62,6 +63,22 @@ def test_run_records_a_committed_lineage(base_run):
         update = by_name[n]["metrics"]["update"]
         assert update["optimizer_steps"] >= 1 and update["grad_norm"] > 0 and update["n_trained_groups"] > 0
     assert base_run.evolve("check", "t").returncode == 0
+
+
+def test_recorded_metrics_have_the_declared_shape(base_run):
+    """Every key the loop committed is declared in evolve/metrics.py (the types the status line, the
+    report and the UI are checked against), and the sub-records have their declared keys."""
+    from evolve.metrics import GenerationMetrics, HeldoutMetrics, Levers, RoutingSummary, UpdateRecord
+
+    gens = lineage(base_run, "t")
+    for g in gens:
+        m = g["metrics"]
+        assert set(m) <= keys(GenerationMetrics), g["name"]
+        assert set(m["heldout"]) <= keys(HeldoutMetrics) | {f"pass@{k}" for k in (1, 4, 8)}
+        if g["parent"] is not None:
+            assert set(m["routing"]) == keys(RoutingSummary) and set(m["levers"]) == keys(Levers)
+            assert set(m["update"]) <= keys(UpdateRecord)
+    assert set(gens[-1]["metrics"]) >= {"heldout", "train_reward", "routing", "update", "challengers", "pool"}
 
 
 def test_status_lines_are_never_wrapped(base_run):

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from evolve.loop.config import LoopConfig
-from evolve.loop.context import Outcome
 from evolve.loop.selection.configs import GateSelection
 from evolve.loop.selection.gate import GateParent, gate_one
 from evolve.prompt import Candidate, PromptEvolutionConfig, PromptEvolver, make_reflector
@@ -128,10 +127,10 @@ def _run_gate(val_parent, val_prop):
     from evolve.loop.rollouts import task_scores
 
     parent = GateParent(SEED, task_scores(_scores_rollouts(mb_parent, SEED.id)))
-    out = Outcome(index=1, seeds=None, prompt=SEED)
+    records = []
     seeds = SimpleNamespace(reflect=7)
-    gate_one(ctx, sel, prop, parent, ["m0", "m1"], {SEED.id: []}, evaluate, seeds, out)
-    return ev, prop, out.proposals[-1]
+    gate_one(ctx, sel, prop, parent, ["m0", "m1"], {SEED.id: []}, evaluate, seeds, records)
+    return ev, prop, records[-1]
 
 
 def test_gate_keeps_the_parent_on_a_tie_and_on_a_near_tie():

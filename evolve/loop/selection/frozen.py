@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evolve.loop.config import GenerationSeeds
-from evolve.loop.context import LoopContext, Outcome, Timer
-from evolve.loop.selection.base import Arm
+from evolve.loop.context import LoopContext, Timer
+from evolve.loop.selection.base import Arm, Judged, Judgement
 from evolve.loop.state import LoopState
-from evolve.rollout import Rollout
-from evolve.verification.types import Task
+from evolve.metrics import UpdateRecord
 
 
 @dataclass(frozen=True)
@@ -19,10 +18,8 @@ class Frozen:
     def arms(self, ctx: LoopContext, state: LoopState, seeds: GenerationSeeds, group_size: int) -> list[Arm]:
         return [Arm(ctx.evolver.current(), group_size)]
 
-    def update_record(self, carried_groups: int, distill_groups: int) -> dict[str, int]:
+    def update_record(self, carried_groups: int, distill_groups: int) -> UpdateRecord:
         return {"carried_groups": carried_groups}
 
-    def judge(self, ctx: LoopContext, state: LoopState, index: int, seeds: GenerationSeeds, arms: list[Arm],
-              tasks: list[Task], out: Outcome, timer: Timer) -> list[Rollout]:
-        out.metrics["gate"] = []  # weights-only runs have always recorded an empty gate
-        return []
+    def judge(self, ctx: LoopContext, state: LoopState, judged: Judged, timer: Timer) -> Judgement:
+        return Judgement(metrics={"gate": []})  # weights-only runs have always recorded an empty gate

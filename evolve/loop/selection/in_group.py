@@ -22,18 +22,21 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
 from evolve.loop.config import GenerationSeeds
-from evolve.loop.context import LoopContext, Outcome, Timer
+from evolve.loop.context import LoopContext, Timer
 from evolve.loop.rollouts import task_scores
-from evolve.loop.selection.base import Arm
+from evolve.loop.selection.base import Arm, Judged, Judgement
 from evolve.loop.selection.configs import InGroupSelection, ValueSelection
 from evolve.loop.state import LoopState
+from evolve.metrics import ChallengerRecord, UpdateRecord
+from evolve.prompt.challengers import Challenger
 from evolve.prompt.evidence import EvidenceRule, log_wealth
+from evolve.prompt.evolver import PromptEvolver
 from evolve.rollout import Rollout
-from evolve.verification.types import Task
 
 
 def evidence_rule(sel: InGroupSelection | ValueSelection) -> EvidenceRule:
@@ -44,7 +47,7 @@ def evidence_rule(sel: InGroupSelection | ValueSelection) -> EvidenceRule:
 
 
 def paired_differences(incumbent: list[Rollout], challenger: list[Rollout],
-                       by: str = "passed") -> tuple[list[float], dict]:
+                       by: str = "passed") -> tuple[list[float], dict[str, float]]:
     """Per task sampled under both: challenger's mean score - incumbent's (``by``: "passed", or
     "reward" for the random control's draw); plus the challenger's scores."""
     inc, ch = task_scores(incumbent, by), task_scores(challenger, by)
@@ -86,65 +89,72 @@ class InGroup:
         incumbent.samples = group_size - per
         return [incumbent, Arm(picked[0].candidate, per, picked[0])]
 
-    def update_record(self, carried_groups: int, distill_groups: int) -> dict[str, int]:
+    def update_record(self, carried_groups: int, distill_groups: int) -> UpdateRecord:
         return {"distill_groups": distill_groups}
 
     def rule(self) -> EvidenceRule:
         return evidence_rule(self.sel)
 
-    def judge(self, ctx: LoopContext, state: LoopState, index: int, seeds: GenerationSeeds, arms: list[Arm],
-              tasks: list[Task], out: Outcome, timer: Timer) -> list[Rollout]:
+    def judge(self, ctx: LoopContext, state: LoopState, judged: Judged, timer: Timer) -> Judgement:
         ev, rule = ctx.evolver, self.rule()
-        inc_rolls, records, promoted = arms[0].rollouts, [], []
+        inc_rolls, records, promoted = judged.arms[0].rollouts, [], []
         with timer.phase("select_prompt"):
-            for arm in arms[1:]:
+            for arm in judged.arms[1:]:
                 c = arm.challenger
+                assert c is not None  # arms() gives every arm after the incumbent's its challenger
                 paired = first_per_task(inc_rolls, arm.samples)  # in_group: the incumbent's 4 of 8 are all
                 diffs, scores = paired_differences(paired, arm.rollouts, ctx.config.selection_signal)
                 c.scores.update(scores)
                 rule.decide(c.evidence, diffs)
-                records.append({"id": c.id, "kind": c.kind, "added": _added_text(ev, c),
-                                "samples": len(arm.rollouts), **c.evidence.summary(rule)})
+                records.append(challenger_record(ev, c, len(arm.rollouts), rule))
                 if c.evidence.decision == "promoted":
                     promoted.append(c)
             best = max(promoted, key=lambda c: log_wealth(c.evidence.diffs, rule.margin), default=None)
-            for c in (arm.challenger for arm in arms[1:]):
-                if c.evidence.decision.startswith("retired") or c is best:
-                    ev.resolve(c, index, rule)
-        out.metrics["challengers"] = records
-        out.metrics["promoted"] = best.id if best is not None else None
+            for c in (arm.challenger for arm in judged.arms[1:]):
+                if c is not None and (c.evidence.decision.startswith("retired") or c is best):
+                    ev.resolve(c, judged.index, rule)
+        verdict = Judgement(metrics={"challengers": records, "promoted": best.id if best is not None else None})
         if ev.pool.room > 0 or self._weakest(ctx) is not None:
-            self._reflect_into_pool(ctx, index, seeds, out, timer)
-        out.metrics["pool"] = [{"id": c.id, "n": c.evidence.n, "decision": c.evidence.decision}
+            self._reflect_into_pool(ctx, judged, verdict, timer)
+        verdict.metrics["pool"] = [{"id": c.id, "n": c.evidence.n, "decision": c.evidence.decision}
                                for c in ev.pool.active]
-        return []  # in-group selection spends no rollouts outside the groups: nothing to carry
+        return verdict  # in-group selection spends no rollouts outside the groups: nothing to carry
 
-    def _weakest(self, ctx):
+    def _weakest(self, ctx: LoopContext) -> Challenger | None:
         """The challenger eviction would retire now (``evict_below``), or None."""
-        if not self.sel.evict_below:
+        sel = self.sel
+        assert isinstance(sel, InGroupSelection)  # the value rule ranks displacement by its own _weakest
+        if not sel.evict_below:
             return None
-        return ctx.evolver.pool.weakest(self.sel.thompson_prior_sd, self.sel.evict_below)
+        return ctx.evolver.pool.weakest(sel.thompson_prior_sd, sel.evict_below)
 
-    def _reflect_into_pool(self, ctx, index, seeds, out, timer) -> None:
-        """Reflection on the current incumbent's routed failures (and successes for contrast)."""
-        ev, routing = ctx.evolver, out.routing
+    def _reflect_into_pool(self, ctx: LoopContext, judged: Judged, verdict: Judgement, timer: Timer) -> None:
+        """Reflection on the current incumbent's routed failures (and successes for contrast); the
+        proposals (and any challenger evicted for one) go into ``verdict``."""
+        ev, routing = ctx.evolver, judged.routing
         parent = ev.current()
         traces = [r for r in routing.reflection_rollouts + routing.contrast_rollouts if r.prompt_version == parent.id]
         with timer.phase("reflect"):
-            proposals = ev.propose(parent, traces, random.Random(seeds.reflect))
+            proposals = ev.propose(parent, traces, random.Random(judged.seeds.reflect))
         for p in proposals:
             if ev.pool.room == 0:
                 weak = self._weakest(ctx)
                 if weak is not None:  # make room: the challenger least likely to beat the incumbent leaves
                     weak.evidence.decision = "retired-evicted"
-                    ev.resolve(weak, index, self.rule())
-                    out.metrics.setdefault("evicted", []).append(weak.id)
-            admitted = ev.admit(p, index)
-            out.proposals.append({"proposal": p, "accepted": admitted, "minibatch": None, "parent_minibatch": None,
+                    ev.resolve(weak, judged.index, self.rule())
+                    verdict.metrics.setdefault("evicted", []).append(weak.id)
+            admitted = ev.admit(p, judged.index)
+            verdict.proposals.append({"proposal": p, "accepted": admitted, "minibatch": None, "parent_minibatch": None,
                                   "meta": {"selection": self.type, "admitted_to_pool": admitted}})
 
 
-def _added_text(ev, c) -> str:
+def challenger_record(ev: PromptEvolver, c: Challenger, samples: int, rule: EvidenceRule) -> ChallengerRecord:
+    """One sampled challenger's line in metrics ``challengers`` (its evidence summary after this look)."""
+    head: ChallengerRecord = {"id": c.id, "kind": c.kind, "added": _added_text(ev, c), "samples": samples}
+    return cast(ChallengerRecord, {**head, **c.evidence.summary(rule)})  # summary: the evidence keys
+
+
+def _added_text(ev: PromptEvolver, c: Challenger) -> str:
     """The lesson lines a challenger adds to its first parent (what a reader wants to see)."""
     if not c.parents or not ev.knows(c.parents[0]):
         return ""

@@ -34,14 +34,18 @@ Pure functions, plus the strategy class; no torch, no policy.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
 
+from evolve.loop.config import GenerationSeeds
+from evolve.loop.context import LoopContext
 from evolve.loop.selection.base import Arm
 from evolve.loop.selection.configs import ValueSelection
 from evolve.loop.selection.in_group import InGroup
+from evolve.loop.state import LoopState
 from evolve.prompt.challengers import Challenger, ChallengerPool
 from evolve.prompt.evidence import PAIR_VAR, EvidenceRule, gaussian_posterior, pair_variance
 
@@ -52,7 +56,7 @@ _Z = np.linspace(-4.0, 4.0, 81)  # posterior quadrature: standard-normal grid an
 _W = np.exp(-_Z**2 / 2) / np.sum(np.exp(-_Z**2 / 2))
 
 
-def look_value(diffs, pairs: int, rule: EvidenceRule, prior_mean: float, prior_sd: float) -> float:
+def look_value(diffs: Sequence[float], pairs: int, rule: EvidenceRule, prior_mean: float, prior_sd: float) -> float:
     """What one more look of ``pairs`` paired tasks is worth: the expected gain in the incumbent's pass
     rate that a promotion at that look would bring, E[max(mu, 0) * P(promoted | mu)] over the Gaussian
     posterior of the line's mean difference mu. P(promoted | mu) uses the normal approximation of the
@@ -89,7 +93,7 @@ def pool_prior_mean(total: float, n: int, prior_sd: float) -> float:
     return min(0.0, total / PAIR_VAR / precision)
 
 
-def challenger_share(total: float, n: int, own, prior_mean: float, prior_sd: float, half: int,
+def challenger_share(total: float, n: int, own: Sequence[float], prior_mean: float, prior_sd: float, half: int,
                      min_share: int) -> int:
     """Samples of each task's group for the picked challenger: 2 * q * half, clipped to [min_share, half],
     where q is the chance that the pool's lines help on average, or, once this line has evidence of its
@@ -123,7 +127,7 @@ class ValueOfLook(InGroup):
     sel: ValueSelection
     type: str = "value"
 
-    def _valuation(self, ctx) -> tuple[dict[str, float], float, float, tuple[float, int]]:
+    def _valuation(self, ctx: LoopContext) -> tuple[dict[str, float], float, float, tuple[float, int]]:
         """Each active line's next-look value, an untried line's, the prior mean and the pool's evidence."""
         ev, rule = ctx.evolver, self.rule()
         evidence = pool_evidence(ev.pool, ev.current().id)
@@ -133,7 +137,7 @@ class ValueOfLook(InGroup):
                   for c in ev.pool.active}
         return values, look_value([], pairs, rule, prior, self.sel.prior_sd), prior, evidence
 
-    def arms(self, ctx, state, seeds, group_size: int) -> list[Arm]:
+    def arms(self, ctx: LoopContext, state: LoopState, seeds: GenerationSeeds, group_size: int) -> list[Arm]:
         """The incumbent, plus the line whose next look is likeliest to promote it, with its share."""
         ev = ctx.evolver
         ev.pool.cap = self.sel.challenger_pool
@@ -147,6 +151,6 @@ class ValueOfLook(InGroup):
         incumbent.samples = group_size - per
         return [incumbent, Arm(best.candidate, per, best)]
 
-    def _weakest(self, ctx) -> Challenger | None:
+    def _weakest(self, ctx: LoopContext) -> Challenger | None:
         values, untried, _, _ = self._valuation(ctx)
         return displaced(ctx.evolver.pool, values, untried, self.sel.retire_after_looks)
