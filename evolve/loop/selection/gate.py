@@ -52,7 +52,7 @@ class Gate:
         parent, routing = arms[0].candidate, out.routing
         with timer.phase("reflect"):
             proposals = ctx.evolver.propose(parent, routing.reflection_rollouts + routing.contrast_rollouts,
-                                            random.Random(seeds.reflect))
+                                            random.Random(seeds.reflect), generation=index)
         with timer.phase("proposal_eval"):
             reused = self._evaluate(ctx, state, parent, proposals, tasks, seeds, out)
         out.metrics["gate"] = [gate_record(ctx, p) for p in out.proposals]

@@ -131,7 +131,7 @@ class InGroup:
         parent = ev.current()
         traces = [r for r in routing.reflection_rollouts + routing.contrast_rollouts if r.prompt_version == parent.id]
         with timer.phase("reflect"):
-            proposals = ev.propose(parent, traces, random.Random(seeds.reflect))
+            proposals = ev.propose(parent, traces, random.Random(seeds.reflect), generation=index)
         for p in proposals:
             if ev.pool.room == 0:
                 weak = self._weakest(ctx)
