@@ -44,9 +44,9 @@ class PromptEvolutionConfig(ConfigModel):
     reflection_view: Literal["pooled", "generation"] = Field(
         "generation", description="What a reflector sees: \"pooled\" = failing rollouts of the last failure_window "
         "reflection steps, grouped by failure class, each with expected against got, long fields shortened in the "
-        "middle; \"generation\" = this generation's routed rollouts only, fields cut at the end (the default: the "
-        "pooled view is not measured with an LM reflector yet, and on the gym's offline reflector one seed of "
-        "tests/prompt/test_gain.py gained 0.074 held-out pass@1 with it against 0.172 without).")
+        "middle; \"generation\" = this generation's routed rollouts only, fields cut at the end (the default, and "
+        "the rule of every run recorded before this setting: the pooled view is not measured yet; "
+        "docs/reflector-lm.md).")
     failure_window: int = Field(
         3, ge=1, description="Pooled view: the failures of this many reflection steps (this one and the ones "
         "before it, carried in the evolver's state, so replay sees the same pool) go into one reflection.")

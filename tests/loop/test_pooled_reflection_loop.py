@@ -56,5 +56,6 @@ def test_pooled_reflection_and_demos_in_the_loop_replay_hash_equal(loop_db, defa
         assert all(s in solved for s in shown)
     for ref in ("pool:1", "pool:2", "pool:3"):
         rep = loop_db.evolve("replay", ref, "--json", check=False)
+        assert rep.stdout.strip(), rep.stderr  # a replay that cannot serve a request says so in one line
         report = json.loads(rep.stdout)
         assert rep.returncode == 0 and report["ok"], (report, rep.stderr)
