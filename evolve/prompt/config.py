@@ -6,7 +6,7 @@ evolver records ``to_dict()`` in its state, so these names are also what old sta
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -39,8 +39,20 @@ class PromptEvolutionConfig(ConfigModel):
         "successes for contrast).")
     contrast_successes: int = Field(2, ge=0, description="Successes kept for contrast inside that minibatch "
                                     "(when available).")
-    max_field_chars: int = Field(600, ge=1, description="Per-field truncation of task text, generated output and "
-                                 "feedback, in characters.")
+    max_field_chars: int = Field(600, ge=1, description="Per-field limit of task text, generated output and "
+                                 "feedback, in characters (the pooled view shortens a longer field in the middle).")
+    reflection_view: Literal["pooled", "generation"] = Field(
+        "generation", description="What a reflector sees: \"pooled\" = failing rollouts of the last failure_window "
+        "reflection steps, grouped by failure class, each with expected against got, long fields shortened in the "
+        "middle; \"generation\" = this generation's routed rollouts only, fields cut at the end (the default, and "
+        "the rule of every run recorded before this setting: the pooled view is not measured yet; "
+        "docs/reflector-lm.md).")
+    failure_window: int = Field(
+        3, ge=1, description="Pooled view: the failures of this many reflection steps (this one and the ones "
+        "before it, carried in the evolver's state, so replay sees the same pool) go into one reflection.")
+    reflection_prompt_chars: int = Field(
+        12000, ge=1000, description="Pooled view: the LM reflector's whole prompt is at most this many characters "
+        "(about 4 a token): examples are dropped from the end (the rarest classes' last ones) until it fits.")
     max_reflection_chars: int = Field(
         12000, ge=500, description="Hard cap on the whole reflective dataset rendered as JSON, in characters "
         "(about 4 characters a token).")
@@ -60,6 +72,10 @@ class PromptEvolutionConfig(ConfigModel):
         "~256-token context and was trained on system messages of at most 4 lines (the seed instruction + 3).")
     max_demos: int = Field(0, ge=0, description="Few-shot demonstrations from verified successes; 0 disables "
                            "demos (the tiny model cannot use them).")
+    demo_challengers: bool = Field(
+        False, description="Each reflection step also proposes one demonstration set (max_demos verified successes "
+        "of training tasks, rendered into the demos component) as a challenger beside the reflector's lines, "
+        "decided by the same paired evidence. Off: not measured on a real model yet.")
     max_component_chars: int = Field(4000, ge=1, description="A proposed component longer than this is rejected "
                                      "(never silently cut).")
     use_merge: bool = Field(True, description="Offer a merge proposal (gepa's common-ancestor merge) when the "

@@ -15,11 +15,13 @@ from evolve.errors import EvolveError
 from evolve.prompt.candidate import Candidate
 from evolve.prompt.challengers import Challenger, ChallengerPool
 from evolve.prompt.config import PromptEvolutionConfig
+from evolve.prompt.demos import demo_set_proposal
 from evolve.prompt.evidence import EvidenceRule
+from evolve.prompt.failure_pool import build_pooled_dataset
 from evolve.prompt.lessons import split_lessons
 from evolve.prompt.pareto import mean, pareto_front, select_from_front, try_merge
 from evolve.prompt.reflect.base import Reflector
-from evolve.prompt.reflective_dataset import build_reflective_dataset
+from evolve.prompt.reflective_dataset import ReflectiveDataset, build_reflective_dataset
 from evolve.rollout import Rollout
 
 
@@ -72,6 +74,9 @@ class PromptEvolver:
         self.incumbent: str | None = None  # set by promote(); None = best mean validation score
         self.rejected: dict[str, int] = {}  # lesson line -> times a proposal adding it failed the gate
         self.pool = ChallengerPool()  # in-group selection: challengers with their paired evidence
+        # pooled view: the last failure_window - 1 reflection steps' entries (evolve/prompt/failure_pool.py)
+        self.window: list[dict] = []
+        self.steps = 0  # reflection steps so far (a step's generation when the caller does not say)
 
     # -- lookups -------------------------------------------------------------------------
     def _index(self, cid: str) -> int | None:
@@ -112,15 +117,17 @@ class PromptEvolver:
         i = select_from_front([e.val_scores for e in self.entries], rng)
         return Candidate(self.entries[i].components)
 
-    def propose(self, parent: Candidate, rollouts: list[Rollout], rng: random.Random) -> list[Proposal]:
-        """Reflect on ``rollouts`` (failures first) and maybe merge; [] once a budget is spent."""
+    def propose(self, parent: Candidate, rollouts: list[Rollout], rng: random.Random,
+                generation: int | None = None) -> list[Proposal]:
+        """Reflect on ``rollouts`` (failures first; the pooled view adds earlier steps' failures) and maybe
+        merge; [] once a budget is spent. ``generation`` labels this step's records in the pool."""
         if self.exhausted:
             return []
         out: list[Proposal] = []
         merge = self._maybe_merge(rng)
         if merge is not None:
             out.append(merge)
-        dataset = build_reflective_dataset(rollouts, self.config, rng)
+        dataset = self._dataset(rollouts, rng, generation)
         if dataset.n_failures == 0 and self.config.max_demos <= 0:
             return out  # nothing to reflect on
         # 16-hex-digit id prefixes: enough to tell candidates apart, and keeps recorded requests small.
@@ -136,7 +143,31 @@ class PromptEvolver:
                 continue
             out.append(self._pend(Proposal(Candidate(d.components), [parent.id], d.kind, d.lm_call_ids,
                                            d.rationale)))
-        return out
+        demo = self._demo_challenger(parent, dataset, rng, avoid | frozenset(p.candidate.id[:16] for p in out))
+        return out + ([demo] if demo is not None else [])
+
+    def _dataset(self, rollouts: list[Rollout], rng: random.Random, generation: int | None) -> ReflectiveDataset:
+        """This step's reflective dataset under the config's view; the pooled view also moves the window."""
+        c = self.config
+        self.steps += 1
+        if c.reflection_view == "generation":
+            return build_reflective_dataset(rollouts, c, rng)
+        gen = self.steps - 1 if generation is None else generation
+        dataset, entry = build_pooled_dataset(rollouts, self.window, c, rng, gen)
+        keep = c.failure_window - 1  # earlier steps kept beside the next one's own
+        self.window = [*self.window, entry][-keep:] if keep else []
+        return dataset
+
+    def _demo_challenger(self, parent: Candidate, dataset: ReflectiveDataset, rng: random.Random,
+                         avoid: frozenset[str]) -> Proposal | None:
+        """``demo_challengers``: the parent with a fresh demonstration set, a challenger like any line."""
+        c = self.config
+        if not (c.demo_challengers and c.max_demos > 0 and dataset.demo_pool):
+            return None
+        got = demo_set_proposal(parent, dataset.demo_pool, c.max_demos, rng, c.max_component_chars)
+        if got is None or Candidate(got[0]).id[:16] in avoid:
+            return None
+        return self._pend(Proposal(Candidate(got[0]), [parent.id], "swap-demos", [], got[1]))
 
     def _pend(self, p: Proposal) -> Proposal:
         self.pending[p.candidate.id] = {"components": p.candidate.components, "parents": p.parents,
@@ -267,6 +298,7 @@ class PromptEvolver:
             "merges_due": self.merges_due, "metric_calls": self.metric_calls, "lm_cost": self.lm_cost,
             "failed": self.failed, "history": self.history, "rejected": self.rejected,
             "incumbent": self.incumbent, "challengers": self.pool.state_dict(),
+            **({"window": self.window, "steps": self.steps} if self.config.reflection_view == "pooled" else {}),
         }
 
     @classmethod
@@ -287,5 +319,6 @@ class PromptEvolver:
         ev.rejected = dict(d.get("rejected", {}))
         ev.incumbent = d.get("incumbent")
         ev.pool = ChallengerPool.from_state_dict(d.get("challengers"))
+        ev.window, ev.steps = list(d.get("window", [])), int(d.get("steps", 0))
         return ev
 

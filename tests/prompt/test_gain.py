@@ -66,9 +66,10 @@ def pass_at_1(policy, verifier, cand, tasks, n, seed) -> float:
     return sum(r.passed for g in groups for r in g) / sum(len(g) for g in groups)
 
 
-def prompt_only_loop(policy, verifier, train, heldout, generations: int, tasks: int, samples: int):
+def prompt_only_loop(policy, verifier, train, heldout, generations: int, tasks: int, samples: int,
+                     prompt: PromptEvolutionConfig | None = None):
     """The loop's prompt-only generations (frozen weights, in-group selection); returns the evolver
-    and every generation's metrics."""
+    and every generation's metrics (benchmarks/reflection_view.py runs it under other prompt configs)."""
     from evolve.loop.config import GenerationSeeds, LoopConfig
     from evolve.loop.context import LoopContext
     from evolve.loop.controller import run_generation
@@ -76,7 +77,7 @@ def prompt_only_loop(policy, verifier, train, heldout, generations: int, tasks: 
 
     cfg = LoopConfig(mode="prompt", tasks_per_generation=tasks, samples_per_task=samples, heldout_tasks=len(heldout),
                      heldout_samples=1, heldout_ks=(1,), attribution=False, generations=generations,
-                     prompt=PromptEvolutionConfig(proposals_per_step=3, max_lessons=3))
+                     prompt=prompt or PromptEvolutionConfig(proposals_per_step=3, max_lessons=3))
     pcfg = cfg.prompt
     ev = PromptEvolver(pcfg, make_reflector(pcfg, MemoryRecorder()), SEED)
     ctx = LoopContext(cfg, policy, verifier, ev, train, heldout, [], {t.task_id: t for t in train + heldout},

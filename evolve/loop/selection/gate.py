@@ -55,7 +55,7 @@ class Gate:
         parent, routing, verdict = judged.arms[0].candidate, judged.routing, Judgement()
         with timer.phase("reflect"):
             proposals = ctx.evolver.propose(parent, routing.reflection_rollouts + routing.contrast_rollouts,
-                                            random.Random(judged.seeds.reflect))
+                                            random.Random(judged.seeds.reflect), generation=judged.index)
         with timer.phase("proposal_eval"):
             verdict.carry = self._evaluate(ctx, state, parent, proposals, judged, verdict)
         verdict.metrics["gate"] = [gate_record(ctx, p) for p in verdict.proposals]

@@ -135,7 +135,7 @@ class InGroup:
         parent = ev.current()
         traces = [r for r in routing.reflection_rollouts + routing.contrast_rollouts if r.prompt_version == parent.id]
         with timer.phase("reflect"):
-            proposals = ev.propose(parent, traces, random.Random(judged.seeds.reflect))
+            proposals = ev.propose(parent, traces, random.Random(judged.seeds.reflect), generation=judged.index)
         for p in proposals:
             if ev.pool.room == 0:
                 weak = self._weakest(ctx)

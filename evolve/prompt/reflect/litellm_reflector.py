@@ -20,7 +20,13 @@ from evolve.prompt.config import PromptEvolutionConfig
 from evolve.prompt.lessons import join_lessons, split_lessons
 from evolve.prompt.recorder import LMRecorder, NullRecorder, recorded_call
 from evolve.prompt.reflect.base import Draft
-from evolve.prompt.reflect.lm_rule import RULE_MAX_TOKENS, filter_rule, pick_records, render_rule_prompt
+from evolve.prompt.reflect.lm_rule import (
+    RULE_MAX_TOKENS,
+    filter_rule,
+    fit_pooled_prompt,
+    pick_records,
+    render_rule_prompt,
+)
 from evolve.prompt.reflective_dataset import ReflectiveDataset
 from evolve.util.retry import with_retries
 
@@ -46,8 +52,13 @@ class LiteLLMReflector:
         target = "lessons" if "lessons" in c.components else "system"
         existing = split_lessons(parent.components.get(target, ""))
         records = pick_records(dataset.records)
-        content = render_rule_prompt(system_text(parent.components), records, dataset.groups, dataset.n_failures,
-                                     dataset.n_rollouts)
+        if dataset.classes is None:  # the generation view (runs recorded before the pooled one)
+            content = render_rule_prompt(system_text(parent.components), records, dataset.groups,
+                                         dataset.n_failures, dataset.n_rollouts)
+        else:
+            content, records = fit_pooled_prompt(system_text(parent.components), records, dataset.classes,
+                                                 dataset.n_failures, dataset.n_rollouts,
+                                                 len(dataset.generations or []), c.reflection_prompt_chars)
         request = {"model": c.reflection_lm, "api_base": c.api_base, "temperature": c.temperature,
                    "max_tokens": min(c.max_tokens, RULE_MAX_TOKENS), "n": max(n, c.reflection_drafts),
                    "seed": rng.getrandbits(31), "messages": [{"role": "user", "content": content}]}

@@ -73,6 +73,64 @@ def episode_text(record: dict) -> str:
     return f"\nEpisode ({record['turns']} policy turns, the environment's answers between them):\n{record['transcript']}"
 
 
+POOLED_PROMPT = """I gave a code-writing assistant these instructions:
+```
+{current}
+```
+Below are tasks of several different kinds that it got wrong under these instructions over the last \
+{n_generations} generations, grouped by the kind of failure: the task, what it wrote, what the tests \
+expected against what it returned, and the test feedback. Long texts are shortened in the middle.
+{examples}
+
+Failure classes over all {n_failures} failures in {n_rollouts} attempts:
+{classes}
+
+Write ONE general rule for the assistant: a single short sentence that would have prevented the most \
+frequent of these mistakes on any task of this kind. Do not restate a task. Do not name any function, \
+variable or number from the examples. Reply with the rule only."""
+
+
+def _pooled_example(i: int, r: dict) -> str:
+    checked = (f"Call: {r['call']}\nExpected: {r['expected']}\nGot: {r['got']}\n" if "expected" in r else "")
+    return (f"### Example {i} ({'passed' if r['passed'] else 'failed'})\nTask:\n{r['inputs']}\n"
+            f"Output:\n{r['output']}\n{checked}Feedback: {r['feedback']}" + episode_text(r))
+
+
+def render_pooled_prompt(current: str, records: list[dict], classes: list[dict], n_failures: int,
+                         n_rollouts: int, n_generations: int) -> str:
+    """The pooled view's prompt: examples under one heading per failure class (most frequent first),
+    successes for contrast last."""
+    order = [c["class"] for c in classes] + sorted({r["class"] for r in records if r["class"]}
+                                                   - {c["class"] for c in classes})
+    count = {c["class"]: c["count"] for c in classes}
+    parts, i = [], 0
+    for cls in [*order, None]:
+        mine = [r for r in records if r["class"] == cls]
+        if not mine:
+            continue
+        parts.append(f"## {cls}: {count.get(cls, len(mine))} failures" if cls else "## Passed (for contrast)")
+        for r in mine:
+            i += 1
+            parts.append(_pooled_example(i, r))
+    lines = "\n".join(f"- {c['class']}: {c['count']} (generations {', '.join(map(str, c['generations']))})"
+                      for c in classes) or "- none"
+    return POOLED_PROMPT.format(current=current.strip() or "(empty)", examples="\n".join(parts) or "(none)",
+                                classes=lines, n_failures=n_failures, n_rollouts=n_rollouts,
+                                n_generations=n_generations)
+
+
+def fit_pooled_prompt(current: str, records: list[dict], classes: list[dict], n_failures: int, n_rollouts: int,
+                      n_generations: int, budget: int) -> tuple[str, list[dict]]:
+    """The pooled prompt within ``budget`` characters, and the records it shows: records are dropped from
+    the end (the dataset's order puts successes and the rarest classes' later examples there)."""
+    kept = list(records)
+    while True:
+        content = render_pooled_prompt(current, kept, classes, n_failures, n_rollouts, n_generations)
+        if len(content) <= budget or len(kept) <= 1:
+            return content, kept
+        kept.pop()
+
+
 def render_rule_prompt(current: str, records: list[dict], groups: list[dict], n_failures: int,
                        n_rollouts: int) -> str:
     examples = "\n".join(

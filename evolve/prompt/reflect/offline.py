@@ -19,12 +19,12 @@ from pathlib import Path
 
 from evolve.prompt.candidate import Candidate
 from evolve.prompt.config import PromptEvolutionConfig
+from evolve.prompt.demos import pick_demos, render_demos
 from evolve.prompt.lessons import LessonLibrary, join_lessons, split_lessons
 from evolve.prompt.recorder import LMRecorder, NullRecorder, recorded_call
 from evolve.prompt.reflect.base import Draft
 from evolve.prompt.reflective_dataset import ReflectiveDataset
 
-DEMO_HEADER = "Example task:"
 OP_WEIGHTS = {"add-lesson": 0.6, "remove-lesson": 0.15, "reorder-lessons": 0.1, "swap-demos": 0.15}
 
 
@@ -35,10 +35,6 @@ def resolve_lessons_dir(path: str) -> Path:
         return p
     repo = Path(__file__).resolve().parents[3] / p
     return repo if repo.is_dir() else p
-
-
-def render_demos(demos: list[dict]) -> str:
-    return "\n\n".join(f"{DEMO_HEADER}\n{d['inputs'].strip()}\nSolution:\n{d['output'].strip()}" for d in demos)
 
 
 def _features(dataset: ReflectiveDataset) -> Counter:
@@ -159,8 +155,7 @@ class OfflineReflector:
         return parent.with_component("lessons", join_lessons(lines)).components, f"moved {best!r} first"
 
     def _swap_demos(self, parent, current, retrieved, feats, dataset, rng):
-        k = min(self.config.max_demos, len(dataset.demo_pool))
-        demos = rng.sample(dataset.demo_pool, k)
+        demos = pick_demos(dataset.demo_pool, self.config.max_demos, rng)
         text = render_demos(demos)
         if text == parent.components.get("demos", ""):
             return None
