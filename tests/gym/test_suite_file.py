@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from config_errors import assert_one_line_error
 
-from evolve.errors import ConfigError
 from evolve.gym.generate import GymParams
 from evolve.gym.suite import read_suite_toml
 
@@ -31,9 +31,4 @@ def test_the_shipped_suite_file_states_the_code_defaults():
     ('[suite]\npipeline = "x"\n', "[suite] key 'pipeline' is not read"),
 ])
 def test_a_bad_suite_file_is_one_line_naming_file_and_key(tmp_path, text, needle):
-    p = tmp_path / "suite.toml"
-    p.write_text(text)
-    with pytest.raises(ConfigError) as e:
-        read_suite_toml(p)
-    msg = str(e.value)
-    assert msg.startswith(f"{p}: ") and needle in msg and "\n" not in msg, msg
+    assert_one_line_error(read_suite_toml, tmp_path / "suite.toml", text, needle)

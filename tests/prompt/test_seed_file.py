@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from config_errors import assert_one_line_error
 
-from evolve.errors import ConfigError
 from evolve.prompt.seed import load_seed_prompt
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,9 +27,4 @@ def test_every_shipped_seed_prompt_loads():
     ('system = "x"\n', "components: Field required"),
 ])
 def test_a_bad_seed_prompt_is_one_line_naming_file_and_key(tmp_path, text, needle):
-    p = tmp_path / "seed.toml"
-    p.write_text(text)
-    with pytest.raises(ConfigError) as e:
-        load_seed_prompt(p)
-    msg = str(e.value)
-    assert msg.startswith(f"seed prompt {p}: ") and needle in msg and "\n" not in msg, msg
+    assert_one_line_error(load_seed_prompt, tmp_path / "seed.toml", text, needle, prefix="seed prompt ")

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from config_errors import assert_one_line_error
 
-from evolve.errors import ConfigError
 from evolve.repo.packages import load_packages
 
 ROW = 'name = "a"\nversion = "1.0"\nsha256 = "00"\nlicense = "MIT"\nsource = ["a.py"]\ntests = ["t"]\n'
@@ -22,12 +22,8 @@ ROW = 'name = "a"\nversion = "1.0"\nsha256 = "00"\nlicense = "MIT"\nsource = ["a
     ("", "no [[package]] entries"),
 ])
 def test_a_bad_package_list_is_one_line_naming_file_and_key(tmp_path, text, needle):
-    p = tmp_path / "packages.toml"
-    p.write_text(text)
-    with pytest.raises(ConfigError) as e:
-        load_packages(p)
-    msg = str(e.value)
-    assert msg.startswith(f"{p}: ") and needle in msg and "\n" not in msg and "more)" not in msg, msg
+    msg = assert_one_line_error(load_packages, tmp_path / "packages.toml", text, needle)
+    assert "more)" not in msg, msg
 
 
 def test_a_local_sdist_is_relative_to_the_list(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from config_errors import assert_one_line_error
 
 from evolve.errors import ConfigError
 from evolve.verification import Task, TestCase, Verifier, load_pipeline
@@ -46,12 +47,8 @@ H = '[[stages]]\nname = "hidden"\n'
     ('[[stages]\n', "not valid TOML"),
 ])
 def test_malformed_pipeline_names_file_and_key(tmp_path, text, needle):
-    p = tmp_path / "bad.toml"
-    p.write_text(text)
-    with pytest.raises(ConfigError) as e:
-        load_pipeline(p)
-    assert str(e.value).startswith(f"{p}: ") and needle in str(e.value)
-    assert "\n" not in str(e.value) and "more)" not in str(e.value)
+    msg = assert_one_line_error(load_pipeline, tmp_path / "bad.toml", text, needle)
+    assert "more)" not in msg, msg
 
 
 # verifier_version hashes these pipelines' stages, policy, comparison and limits (augment files record
