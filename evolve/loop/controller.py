@@ -17,7 +17,14 @@ from evolve.loop.config import GenerationSeeds
 from evolve.loop.context import LoopContext, LoopPolicy, Outcome, Timer, budget_left, plan_batch, tick
 from evolve.loop.distill import distill_groups
 from evolve.loop.guided_retry import guided_update_groups
-from evolve.loop.rollouts import PENDING_WEIGHTS, heldout_metrics, original_metrics, roll_out, verify
+from evolve.loop.rollouts import (
+    PENDING_WEIGHTS,
+    heldout_metrics,
+    original_metrics,
+    roll_out,
+    roll_out_arms,
+    verify,
+)
 from evolve.loop.routing import Routing, group_by_task, route, turn_level
 from evolve.loop.selection.registry import selection_for
 from evolve.loop.state import LoopState, rollout_from_dict, rollout_to_dict
@@ -41,8 +48,7 @@ def run_generation(ctx: LoopContext, state: LoopState, index: int, seeds: Genera
         arms = selection.arms(ctx, state, seeds, group_size)  # 2. which prompts share each task's group
     tick(progress, "rollout")
     with timer.phase("rollout"):  # 3. one seed for every prompt: common random numbers
-        for arm in arms:
-            arm.rollouts = roll_out(ctx, arm.candidate, tasks, arm.samples, seeds.sample, "train", parent_weights)
+        roll_out_arms(ctx, arms, tasks, seeds.sample, parent_weights)
     train = [r for arm in arms for r in arm.rollouts]
     with timer.phase("verify"):  # 4. every rollout verified once; it feeds both levers
         verify(ctx.verifier, ctx.tasks_by_id, train, seeds.reward if cfg.reward == "random" else None)
@@ -59,9 +65,10 @@ def run_generation(ctx: LoopContext, state: LoopState, index: int, seeds: Genera
     state.carried = [rollout_to_dict(r) for r in carry]
 
     tick(progress, "heldout")
-    with timer.phase("heldout"):  # 8. held-out evaluation (and the split between the levers)
-        _evaluate_heldout(ctx, prompt, seeds, parent_heldout, out)
-    if "guided" in out.metrics:  # the leakage audit's unguided figure: held-out is never guided
+    if cfg.heldout_each_generation:  # off: as much sampling as the learning saved (heldout_full replaces it)
+        with timer.phase("heldout"):  # 8. held-out evaluation (and the split between the levers)
+            _evaluate_heldout(ctx, prompt, seeds, parent_heldout, out)
+    if "guided" in out.metrics and "heldout" in out.metrics:  # the leakage audit's unguided figure
         out.metrics["guided"]["heldout_pass1_unguided"] = out.metrics["heldout"]["pass@1"]
 
     learning = [r for r in out.rollouts if r.purpose != "heldout"]
@@ -69,7 +76,8 @@ def run_generation(ctx: LoopContext, state: LoopState, index: int, seeds: Genera
     if cfg.max_rollouts is not None and state.rollouts_spent > cfg.max_rollouts:  # a bug, never a policy
         raise EvolveError(f"budget overshoot: {state.rollouts_spent} > max_rollouts {cfg.max_rollouts}")
     _final_heldout(ctx, seeds, index, state, out, timer)
-    state.heldout_history.append(out.metrics["heldout"]["pass@1"])
+    if "heldout" in out.metrics:
+        state.heldout_history.append(out.metrics["heldout"]["pass@1"])
     out.loop_state = state
     out.metrics.update(_train_metrics([r for r in out.rollouts if r.purpose == "train"], out.routing, out, state))
     out.metrics["levers"] = {"weights": ctx.learn_weights, "prompt": ctx.learn_prompt}
