@@ -179,7 +179,12 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=8)
     ap.add_argument("--samples", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2, help="the specs' trainer threads (the peak is measured at it)")
+    ap.add_argument("--finish", action="store_true",
+                    help="only the closing figures (bound, ratios) from the results file an interrupted run left")
     args = ap.parse_args()
+    if args.finish:
+        finish_only()
+        return
     import torch
     from generate import matmul_peak
 
@@ -208,6 +213,7 @@ def main() -> None:
         write_results("loop_throughput", args=vars(args), results=results, figures=figures,
                       machine=machine_facts(**cpu))
     finish(results, figures, peak)
+    figures["matmul_peak_tflops_end"] = round(matmul_peak(args.threads, dtype) / 1e12, 3)
     write_results("loop_throughput", args=vars(args), results=results, figures=figures, machine=machine_facts(**cpu))
     print_figures(figures)
 
@@ -226,7 +232,20 @@ def finish(results: dict, figures: dict, peak: float) -> None:
         if "today" in summ and name != "today":
             figures[f"{name}_vs_today"] = round(s["learning_rollouts_per_hour"]
                                                 / summ["today"]["learning_rollouts_per_hour"], 2)
-    figures["matmul_peak_tflops_end"] = round(__import__("generate").matmul_peak(2, results["dtype"]) / 1e12, 3)
+
+
+def finish_only() -> None:
+    """The closing figures of a run stopped after some arms (its arms' figures were written as they ended)."""
+    import json
+
+    from results_io import RESULTS_DIR
+
+    doc = json.loads((RESULTS_DIR / "loop_throughput.json").read_text())
+    results, figures = doc["results"], doc["figures"]
+    finish(results, figures, results["matmul_peak_flops"])
+    results["stopped_after"] = list(results["arms"])  # the arms the run finished before it was stopped
+    write_results("loop_throughput", args=doc["args"], results=results, figures=figures, machine=doc["machine"])
+    print_figures(figures)
 
 
 if __name__ == "__main__":
