@@ -72,12 +72,13 @@ def cpu_facts() -> dict:
 
 
 def run_arm(name: str, args, out_dir: Path) -> dict:
-    """One ``evolve run`` in a child process; its wall time and peak RSS (that process, wait4)."""
+    """One ``evolve run`` in a child process (it inherits this process's nice level); its wall time and
+    peak RSS (that process, wait4)."""
     venv, config, extra = ARMS[name]
     tasks, samples = (2, 4) if name == "today" else (args.tasks, args.samples)
     db = out_dir / f"{name}.db"
     db.unlink(missing_ok=True)
-    cmd = ["nice", "-n", "10", str(venv / "bin" / "python"), "-m", "evolve", "run", "--config", config,
+    cmd = [str(venv / "bin" / "python"), "-m", "evolve", "run", "--config", config,
            "--name", name, "--db", f"sqlite:///{db}", "--reflection-lm", "offline",
            "--loop.generations", str(args.generations), "--loop.tasks_per_generation", str(tasks),
            "--loop.samples_per_task", str(samples), *extra]
