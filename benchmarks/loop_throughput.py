@@ -99,6 +99,17 @@ def run_arm(name: str, args, out_dir: Path) -> dict:
     return out
 
 
+def adopt_arm(name: str, out_dir: Path) -> dict:
+    """An arm started by an earlier invocation and stopped by its operator after a committed generation (the
+    machine was too loaded to run every arm's generations in the session): its committed generations only."""
+    peak_kb = int((out_dir / f"{name}.vmhwm_kb").read_text().split()[0])
+    out = {"adopted": True, "rc": 0, "peak_rss_gb": round(peak_kb / 2**20, 3),
+           "note": (out_dir / f"{name}.stopped").read_text().strip() if (out_dir / f"{name}.stopped").exists() else ""}
+    out.update(read_lineage(f"sqlite:///{out_dir / name}.db", name))
+    out["generations"] = [g for g in out["generations"] if g["status"] == "committed"]
+    return out
+
+
 def token_counter():
     from transformers import AutoTokenizer
 
@@ -143,7 +154,7 @@ def _learning_s(g: dict) -> float:
 
 
 def summarise(arm: dict, peak_flops: float, base_params: int) -> dict:
-    learn = [g for g in arm["generations"] if g["index"] > 0]
+    learn = [g for g in arm["generations"] if g["index"] > 0 and g["status"] == "committed"]
     secs = sum(_learning_s(g) for g in learn)
     rolls = sum(g["learning_rollouts"] for g in learn)
     phases = {p: round(sum(g["timings"].get(p, 0.0) for g in learn) / len(learn), 1) for p in PHASES}
@@ -166,7 +177,7 @@ def summarise(arm: dict, peak_flops: float, base_params: int) -> dict:
 def bound(arm: dict, s: dict, peak_flops: float, best_rate: float) -> float:
     """Learning rollouts an hour with the update at the peak, sampling (train + held-out tokens) at the
     best batched rate of this run, verification, reflection and commit as measured."""
-    learn = [g for g in arm["generations"] if g["index"] > 0]
+    learn = [g for g in arm["generations"] if g["index"] > 0 and g["status"] == "committed"]
     tokens = sum(g["train_completion_tokens"] + g["heldout_completion_tokens"] for g in learn)
     other = sum(g["timings"].get(p, 0.0) for g in learn for p in ("select", "verify", "reflect", "select_prompt"))
     seconds = tokens / best_rate + s["update_flops"] / peak_flops + other
@@ -180,6 +191,9 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=8)
     ap.add_argument("--samples", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2, help="the specs' trainer threads (the peak is measured at it)")
+    ap.add_argument("--adopt", default="", help="comma-separated arms whose run this benchmark started earlier and "
+                    "an operator stopped after a committed generation (runs/loop_throughput/ARM.db; its peak RSS "
+                    "read from /proc VmHWM while it ran, in ARM.vmhwm_kb): read, not run again")
     ap.add_argument("--finish", action="store_true",
                     help="only the closing figures (bound, ratios) from the results file an interrupted run left")
     args = ap.parse_args()
@@ -198,9 +212,10 @@ def main() -> None:
     results: dict = {"cpu": cpu, "dtype": dtype, "matmul_peak_flops": peak, "torch_threads": torch.get_num_threads(),
                      "arms": {}, "summary": {}}
     figures: dict = {"cpu": cpu["cpu_model"], "dtype": dtype, "matmul_peak_tflops": round(peak / 1e12, 3)}
-    for name in args.arms.split(","):
+    adopted = [a for a in args.adopt.split(",") if a]
+    for name in [*adopted, *args.arms.split(",")]:
         print(f"arm {name} (load {os.getloadavg()[0]:.1f})", flush=True)
-        arm = run_arm(name, args, out_dir)
+        arm = adopt_arm(name, out_dir) if name in adopted else run_arm(name, args, out_dir)
         results["arms"][name] = arm
         if arm["rc"] == 0:
             s = summarise(arm, peak, base_params)
