@@ -44,6 +44,7 @@ from results_io import machine_facts, print_figures, write_results  # noqa: E402
 VENV = Path(os.environ.get("EVOLVE_VENV", "/work/main/.venv"))
 VLLM_VENV = Path(os.environ.get("EVOLVE_VLLM_VENV", "/work/main/.venv-vllm"))
 PHASES = ("select", "rollout", "verify", "update", "reflect", "select_prompt", "heldout", "heldout_full", "commit")
+BASE_PARAMS = 494_032_768  # Qwen2.5-0.5B's parameters (tied head counted once), as generate.py counts them
 POWERED_OFF = ["--loop.max_rollouts", "none", "--loop.heldout_final_tasks", "none"]
 # name -> (venv, config, overrides beyond the shape); the shape (--loop.tasks_per_generation, samples) is added
 ARMS: dict[str, tuple[Path, str, list[str]]] = {
@@ -167,8 +168,9 @@ def summarise(arm: dict, peak_flops: float, base_params: int) -> dict:
     sample_s = sum(g["timings"].get("rollout", 0.0) + g["timings"].get("heldout", 0.0) for g in learn)
     sample_tok = sum(g["train_completion_tokens"] + g["heldout_completion_tokens"] for g in learn)
     return {"learning_rollouts_per_hour": round(rolls / secs * 3600, 1), "seconds_per_generation": phases,
-            "update_model_tflops": round(up_flops / up_s / 1e12, 4) if up_s else None,
-            "update_share_of_peak": round(up_flops / up_s / peak_flops, 3) if up_s else None,
+            # None when no group had mixed rewards: the update trained nothing, its speed was not measured
+            "update_model_tflops": round(up_flops / up_s / 1e12, 4) if up_flops else None,
+            "update_share_of_peak": round(up_flops / up_s / peak_flops, 3) if up_flops else None,
             "sampling_tokens_per_s": round(sample_tok / sample_s, 1) if sample_s else None,
             "learning_rollouts": rolls, "learning_seconds": round(secs, 1), "update_flops": up_flops,
             "peak_rss_gb": arm["peak_rss_gb"]}
@@ -206,7 +208,7 @@ def main() -> None:
     cpu = cpu_facts()
     dtype = "bfloat16" if cpu["bf16_kernels"] else "float32"  # what the specs' auto-bf16 resolves to here
     peak = matmul_peak(args.threads, dtype)
-    base_params = 494_032_768  # Qwen2.5-0.5B's parameters (tied head counted once), as generate.py counts them
+    base_params = BASE_PARAMS
     out_dir = REPO / "runs" / "loop_throughput"
     out_dir.mkdir(parents=True, exist_ok=True)
     results: dict = {"cpu": cpu, "dtype": dtype, "matmul_peak_flops": peak, "torch_threads": torch.get_num_threads(),
@@ -258,6 +260,11 @@ def finish_only() -> None:
 
     doc = json.loads((RESULTS_DIR / "loop_throughput.json").read_text())
     results, figures = doc["results"], doc["figures"]
+    for name, arm in results["arms"].items():  # the summaries again, from the arms' raw records
+        if arm["rc"] == 0:
+            s = summarise(arm, results["matmul_peak_flops"], BASE_PARAMS)
+            results["summary"][name] = s
+            figures[f"{name}_update_share_of_peak"] = s["update_share_of_peak"]
     finish(results, figures, results["matmul_peak_flops"])
     results["stopped_after"] = list(results["arms"])  # the arms the run finished before it was stopped
     write_results("loop_throughput", args=doc["args"], results=results, figures=figures, machine=doc["machine"])
