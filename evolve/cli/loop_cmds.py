@@ -51,7 +51,8 @@ class StatusPrinter:
         # No markup and no wrapping: a proposed lesson's text is in it, and must not style or start a line.
         self.console.print(status_line(index, out.metrics, out.prompt, self.previous, new_lessons(out)),
                            markup=False, soft_wrap=True)
-        self.previous = out.metrics["heldout"]["pass@1"]
+        if "heldout" in out.metrics:  # a generation without the check (heldout_each_generation = false)
+            self.previous = out.metrics["heldout"]["pass@1"]
 
 
 def new_lessons(out: Outcome) -> list[str]:
@@ -116,14 +117,14 @@ def original_text(o: OriginalMetrics) -> str:
 
 def status_line(index: int, m: GenerationMetrics, prompt: Candidate | None, previous: float | None,
                 new: list[str] | None = None) -> str:
-    held = m["heldout"]["pass@1"]
-    delta = f" ({held - previous:+.3f})" if previous is not None else ""
+    held = (m.get("heldout") or {}).get("pass@1")
+    delta = f" ({held - previous:+.3f})" if previous is not None and held is not None else ""
     update = m.get("update") or {}
     parts = [
         f"gen {index:>3}",
         f"train reward {m.get('train_reward', 0):.3f}",
         f"zero-var {m.get('zero_variance_fraction', 0):.2f}",
-        f"held-out pass@1 {held:.3f}{delta}",
+        f"held-out pass@1 {held:.3f}{delta}" if held is not None else "held-out not checked",
     ]
     levers = m.get("levers", {})
     if levers.get("prompt", True) and m.get("selection") in ("in_group", "value"):

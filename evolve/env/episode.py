@@ -36,23 +36,37 @@ def collect(env: Environment, policy: Generator, candidate: PromptLike, tasks: l
     """``n`` episodes per task under ``candidate``; not yet verified (``verify`` gives the final reward).
 
     ``verifier`` is needed only by multi-turn environments (they run visible tests to answer)."""
-    messages = [env.first_messages(candidate.components, t) for t in tasks]
-    per_prompt = policy.generate(messages, n=n, seed=seed)
-    rollouts = []
-    for group, (task, msgs, samples) in enumerate(zip(tasks, messages, per_prompt, strict=True)):
-        for i, s in enumerate(samples):
-            rollouts.append(Rollout(
-                task_id=task.task_id, group=group, sample_index=i, prompt_version=candidate.id,
-                weights_version=weights_version, messages=msgs, prompt_text=s.prompt_text,
-                completion=s.text, purpose=purpose, prompt_ids=list(s.prompt_ids),
-                completion_ids=list(s.completion_ids), logprobs=list(s.logprobs), truncated=bool(s.truncated),
-            ))
-    if getattr(env, "max_turns", 1) > 1:
-        if verifier is None:
-            raise EvolveError(f"environment {env.name} is multi-turn: collect needs the verifier")
-        by_id = {t.task_id: t for t in tasks}
-        _continue_episodes(env, policy, verifier, by_id, rollouts, seed)
-    return rollouts
+    return collect_arms(env, policy, [candidate], tasks, n, seed, purpose, weights_version, verifier)[0]
+
+
+def collect_arms(env: Environment, policy: Generator, candidates: list[PromptLike], tasks: list[Task], n: int,
+                 seed: int, purpose: str, weights_version: str,
+                 verifier: Verifying | None = None) -> list[list[Rollout]]:
+    """``collect`` for several prompts at once: ONE ``policy.generate`` over every prompt's first messages
+    (all tasks x all candidates, ``n`` samples each, one seed), one rollout list per candidate, each as
+    ``collect`` would number it. With one candidate it is ``collect``. Later turns of a multi-turn
+    environment continue per candidate, as ``collect`` would."""
+    per_cand = [[env.first_messages(c.components, t) for t in tasks] for c in candidates]
+    samples = policy.generate([m for msgs in per_cand for m in msgs], n=n, seed=seed)
+    out = []
+    for k, (candidate, messages) in enumerate(zip(candidates, per_cand, strict=True)):
+        per_prompt = samples[k * len(tasks):(k + 1) * len(tasks)]
+        rollouts = []
+        for group, (task, msgs, group_samples) in enumerate(zip(tasks, messages, per_prompt, strict=True)):
+            for i, s in enumerate(group_samples):
+                rollouts.append(Rollout(
+                    task_id=task.task_id, group=group, sample_index=i, prompt_version=candidate.id,
+                    weights_version=weights_version, messages=msgs, prompt_text=s.prompt_text,
+                    completion=s.text, purpose=purpose, prompt_ids=list(s.prompt_ids),
+                    completion_ids=list(s.completion_ids), logprobs=list(s.logprobs), truncated=bool(s.truncated),
+                ))
+        if getattr(env, "max_turns", 1) > 1:
+            if verifier is None:
+                raise EvolveError(f"environment {env.name} is multi-turn: collect needs the verifier")
+            by_id = {t.task_id: t for t in tasks}
+            _continue_episodes(env, policy, verifier, by_id, rollouts, seed)
+        out.append(rollouts)
+    return out
 
 
 def conversation(r: Rollout) -> list[dict]:

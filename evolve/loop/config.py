@@ -129,6 +129,17 @@ class LoopConfig(ConfigModel):
         48, ge=1, description=
         "Held-out tasks evaluated after every generation (a fixed subset).")
     heldout_samples: int = Field(8, ge=1, description="Samples per held-out task (pass@k needs k <= this).")
+    heldout_each_generation: bool = Field(
+        True, description=
+        "Sample the held-out check (heldout_tasks x heldout_samples) after every generation. false: only at "
+        "generation 0; learning generations are followed by their train reward and pass rate, and the "
+        "held-out figure is ``heldout_full`` at the start and the end (heldout_final_tasks must be set). "
+        "On a real model the check costs as much sampling as the learning (issue 36).")
+    one_request: bool = Field(
+        False, description=
+        "Send every prompt arm's rollouts of a generation to the engine as one request (vLLM: a prompt's "
+        "samples depend only on the request's seed, so the arms keep their common random numbers); "
+        "backends without that property (HF) keep one request per arm.")
     heldout_ks: tuple[int, ...] = Field(
         (1, 4, 8), strict=False, description=
         "k values of the pass@k reported on held-out tasks.")
@@ -170,6 +181,14 @@ class LoopConfig(ConfigModel):
         samples = info.data.get("heldout_samples")  # declared before heldout_ks: already checked
         if samples is not None and any(k < 1 or k > samples for k in value):
             raise ValueError(f"must be integers in 1..heldout_samples ({samples}), got {list(value)}")
+        return value
+
+    @field_validator("heldout_each_generation")
+    @classmethod
+    def _heldout_off(cls, value: bool, info: ValidationInfo) -> bool:
+        # declared after heldout_final_tasks: without it a run off the check would measure no held-out at the end
+        if not value and info.data.get("heldout_final_tasks") is None:
+            raise ValueError("false needs heldout_final_tasks (the held-out figure at the start and the end)")
         return value
 
     # ---- construction -------------------------------------------------------------------------

@@ -29,7 +29,14 @@ from evolve.loop.context import (
 )
 from evolve.loop.distill import distill_groups
 from evolve.loop.guided_retry import GuidedRetries, guided_update_groups
-from evolve.loop.rollouts import PENDING_WEIGHTS, heldout_metrics, original_metrics, roll_out, verify
+from evolve.loop.rollouts import (
+    PENDING_WEIGHTS,
+    heldout_metrics,
+    original_metrics,
+    roll_out,
+    roll_out_arms,
+    verify,
+)
 from evolve.loop.routing import Routing, group_by_task, route, turn_level
 from evolve.loop.selection.base import Judged, PromptSelection
 from evolve.loop.selection.registry import selection_for
@@ -63,8 +70,7 @@ def run_generation(ctx: LoopContext, state: LoopState, index: int, seeds: Genera
         arms = selection.arms(ctx, state, seeds, group_size)  # 2. which prompts share each task's group
     tick(progress, "rollout")
     with timer.phase("rollout"):  # 3. one seed for every prompt: common random numbers
-        for arm in arms:
-            arm.rollouts = roll_out(ctx, arm.candidate, tasks, arm.samples, seeds.sample, "train", parent_weights)
+        roll_out_arms(ctx, arms, tasks, seeds.sample, parent_weights)
     train = [r for arm in arms for r in arm.rollouts]
     with timer.phase("verify"):  # 4. every rollout verified once; it feeds both levers
         verify(ctx.verifier, ctx.tasks_by_id, train, seeds.reward if cfg.reward == "random" else None)
@@ -88,11 +94,12 @@ def run_generation(ctx: LoopContext, state: LoopState, index: int, seeds: Genera
     state.carried = [rollout_to_dict(r) for r in verdict.carry]
 
     tick(progress, "heldout")
-    with timer.phase("heldout"):  # 8. held-out evaluation (and the split between the levers)
-        heldout, rolls = _evaluate_heldout(ctx, prompt, seeds, parent_heldout)
-    out.rollouts += rolls
-    out.metrics.update(heldout)
-    if "guided" in out.metrics:  # the leakage audit's unguided figure: held-out is never guided
+    if cfg.heldout_each_generation:  # off: as much sampling as the learning saved (heldout_full replaces it)
+        with timer.phase("heldout"):  # 8. held-out evaluation (and the split between the levers)
+            heldout, rolls = _evaluate_heldout(ctx, prompt, seeds, parent_heldout)
+        out.rollouts += rolls
+        out.metrics.update(heldout)
+    if "guided" in out.metrics and "heldout" in out.metrics:  # the leakage audit's unguided figure
         out.metrics["guided"]["heldout_pass1_unguided"] = out.metrics["heldout"]["pass@1"]
 
     state.rollouts_spent += sum(1 for r in out.rollouts if r.purpose != "heldout")
@@ -101,7 +108,8 @@ def run_generation(ctx: LoopContext, state: LoopState, index: int, seeds: Genera
     final, rolls = _final_heldout(ctx, seeds, index, state, timer)
     out.rollouts += rolls
     out.metrics.update(final)
-    state.heldout_history.append(out.metrics["heldout"]["pass@1"])
+    if "heldout" in out.metrics:
+        state.heldout_history.append(out.metrics["heldout"]["pass@1"])
     out.metrics.update(_train_metrics([r for r in out.rollouts if r.purpose == "train"], out.routing, out, state))
     out.metrics["levers"] = {"weights": ctx.learn_weights, "prompt": ctx.learn_prompt}
     out.metrics["selection"] = cfg.selection.type if ctx.learn_prompt else None

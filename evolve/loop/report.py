@@ -87,6 +87,11 @@ def _version_lines(gens: list[dict]) -> list[str]:
     return lines + [f"| {i} | {aug:.3f} | {o['pass@1']:.3f} | {o['gap']['pass@1']:+.3f} |" for i, aug, o in rows]
 
 
+def _pass1(m: GenerationMetrics) -> str:
+    held = m.get("heldout")
+    return f"{held['pass@1']:.3f}" if held else "-"
+
+
 def _write_summary(store, run: str, gens: list[dict], out: Path, charts: list[str]) -> Path:
     lines = [f"# Run `{run}`", "", *[f"![{Path(c).stem}]({c})" for c in charts], "",
              "| gen | parent | prompt | weights | train reward | zero-var | held-out pass@1 |"
@@ -101,13 +106,14 @@ def _write_summary(store, run: str, gens: list[dict], out: Path, charts: list[st
         lines.append(
             f"| {g['index']} | {parent['index'] if parent else '-'} | `{g['prompt_version'][:8]}` | "
             f"`{str(g['weights_version'])[:8]}` | {m.get('train_reward', float('nan')):.3f} | "
-            f"{m.get('zero_variance_fraction', float('nan')):.2f} | {m['heldout']['pass@1']:.3f} | "
+            f"{m.get('zero_variance_fraction', float('nan')):.2f} | {_pass1(m)} | "
             f"{dw:+.3f} | {dp:+.3f} | "
             f"{m.get('accepted', 0)}/{m.get('proposals', 0)} |")
         for cls, row in ((att.get("classes") if att else None) or {}).items():
             removed[cls]["weights"] += row["removed_by_weights"]
             removed[cls]["prompt"] += row["removed_by_prompt"]
-    first, last = _metrics(gens[0])["heldout"], _metrics(gens[-1])["heldout"]
+    checked = [g for g in gens if _metrics(g).get("heldout")]  # heldout_each_generation = false
+    first, last = _metrics(checked[0])["heldout"], _metrics(checked[-1])["heldout"]
     lines += ["", "## Failure classes on held-out tasks: which lever removed them", "",
               "| class | gen 0 | last | removed by weights | removed by prompt |", "|---|---|---|---|---|"]
     classes = sorted(set(first.get("failure_classes", {})) | set(last.get("failure_classes", {})) | set(removed))

@@ -13,6 +13,7 @@ import numpy as np
 
 from evolve.env.episode import (
     collect,
+    collect_arms,
     pass_at_k_rows,
     passed_before_augmentation,
     random_reward,
@@ -24,8 +25,8 @@ from evolve.metrics import HeldoutMetrics, OriginalMetrics
 from evolve.rollout import Rollout
 from evolve.verification.types import Task
 
-__all__ = ["PENDING_WEIGHTS", "heldout_metrics", "original_metrics", "random_reward", "roll_out", "task_scores",
-           "verify"]
+__all__ = ["PENDING_WEIGHTS", "heldout_metrics", "one_request", "original_metrics", "random_reward", "roll_out",
+           "roll_out_arms", "task_scores", "verify"]
 
 PENDING_WEIGHTS = "pending"  # replaced by the new weights version at commit
 
@@ -34,6 +35,31 @@ def roll_out(ctx, candidate, tasks: list[Task], n: int, seed: int, purpose: str,
              weights_version: str) -> list[Rollout]:
     """G episodes per task through the loop's environment; not yet verified."""
     return collect(ctx.env, ctx.policy, candidate, tasks, n, seed, purpose, weights_version, ctx.verifier)
+
+
+def one_request(ctx, arms) -> bool:
+    """Whether this generation's arms go to the engine as one request (``loop.one_request``): only when the
+    backend draws each prompt's samples from the request's seed alone (``seed_per_prompt``: vLLM, whose
+    seeded requests each get their own generator), so every arm keeps the common random numbers it gets
+    from its own request, and only when the arms have one group size (a request has one ``n``)."""
+    backend = getattr(ctx.policy, "backend", None)
+    return (ctx.config.one_request and len(arms) > 1 and len({a.samples for a in arms}) == 1
+            and bool(getattr(backend, "seed_per_prompt", False)))
+
+
+def roll_out_arms(ctx, arms, tasks: list[Task], seed: int, weights_version: str) -> None:
+    """Fill every arm's ``rollouts`` (the same ``seed`` for every prompt: common random numbers): one engine
+    request for all arms where ``one_request`` allows, else one request per arm. Measured (issue 36,
+    benchmarks/results/loop_throughput.json): on vLLM's CPU build one request of 64 rows instead of two of
+    32 keeps the engine's batch full while the long rows of the first request finish."""
+    if one_request(ctx, arms):
+        parts = collect_arms(ctx.env, ctx.policy, [a.candidate for a in arms], tasks, arms[0].samples, seed,
+                             "train", weights_version, ctx.verifier)
+        for arm, rollouts in zip(arms, parts, strict=True):
+            arm.rollouts = rollouts
+        return
+    for arm in arms:
+        arm.rollouts = roll_out(ctx, arm.candidate, tasks, arm.samples, seed, "train", weights_version)
 
 
 def _pass_at(rows: dict[str, dict], ks: tuple[int, ...]) -> dict[str, float]:

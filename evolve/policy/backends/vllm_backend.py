@@ -165,6 +165,10 @@ def retie_lm_head(engine_model) -> bool:
 class VllmBackend:
     name = "vllm"
     exposes_tokens = True
+    # Each prompt of a seeded request is its own engine request with its own generator seeded from the
+    # request's seed: a prompt's draws do not depend on the other prompts sent with it, so the loop may
+    # send all its prompt arms in one request (``loop.one_request``) and keep their common random numbers.
+    seed_per_prompt = True
 
     def __init__(self, model_path: str, tokenizer, spec: PolicySpec, model=None):
         # vLLM logs to stdout by default, which would corrupt `--json` output (`evolve replay --json`);
