@@ -61,6 +61,8 @@ HEADLINE = [
     ("humaneval_grading", "false_pass_share",
      "  real Qwen samples passing HumanEval's tests that the added tests reject (0 of 269)"),
     ("grpo_step", "update_ratio_vs_trl_8x8", "GRPO update, 8 prompts × 8, evolve ÷ TRL (time)"),
+    ("loop_throughput", "fast_vs_today",
+     "0.5B coupled generation, learning rollouts/h: vLLM 8×8 one request ÷ today's (1 gen each, load 3–13)"),
 ]
 
 
