@@ -98,7 +98,8 @@ def test_the_override_walker_covers_every_field_of_the_schema():
 SPECIAL = {"loop.policy": "policies/tiny-coder-ci.toml", "policy.model_sha256": "ab" * 32, "policy.device": "cpu",
            "loop.task_columns": '{prompt = "question"}', "policy.bootstrap": '{preset = "ci"}',
            "loop.heldout_ks": "[1, 2]", "policy.optimizer.betas": "[0.8, 0.9]"}
-COMPANIONS = {"cluster.backend": [("cluster.address", "127.0.0.1:6379")]}
+COMPANIONS = {"cluster.backend": [("cluster.address", "127.0.0.1:6379")],
+              "loop.heldout_each_generation": [("loop.heldout_final_tasks", "4")]}  # false needs the final figure
 
 
 def _get(data, path: list[str]):
