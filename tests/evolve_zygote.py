@@ -13,11 +13,14 @@ What differs from a cold start, and how it is kept honest:
   with its own random seed, taken in turn: a run and its replay usually get different seeds.
 - ``random`` is reseeded from the OS in each child; torch's generator starts from its fixed default
   in every process anyway; nothing but imports ran in the zygote.
+- the child exits without tearing down the imported modules (``_exit_as_python_would``): same status,
+  output, atexit handlers and thread joins as a normal exit.
 - ``EVOLVE_TEST_FORK=0`` starts every command cold (``python -m evolve``), for a full-fidelity run.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -43,6 +46,12 @@ def _serve(path: str) -> dict:
     for name in PRELOAD:
         importlib.import_module(name)
     from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: F401 - resolve the lazy modules
+
+    # What the imports made goes to the collector's permanent generation (gc.freeze's documented use before
+    # fork without exec): a child's collections no longer walk it and write its pages. Measured: a forked
+    # child's exit 2.4 s -> 0.7 s.
+    gc.collect()
+    gc.freeze()
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
@@ -125,6 +134,42 @@ def _become(req: dict) -> None:
     random.seed()
     sys.argv = ["evolve", *req["args"]]
     sys.path[0] = req["cwd"]  # as `python -m evolve` run from there
+
+
+def _exit_as_python_would(main) -> None:
+    """Run ``main`` and end the process as the interpreter would, less module teardown.
+
+    The exit status, traceback and message of an uncaught exception or ``SystemExit`` are Python's; non-daemon
+    threads are joined and atexit handlers run (weakref finalizers, logging, multiprocessing) as at a normal
+    exit. What is skipped is tearing down the modules the zygote imported: ~0.5 s of a forked child's exit
+    even with the heap frozen, and nothing an `evolve` command relies on (its files and database rows are
+    written before it returns; a kill -9 at any moment is tested to lose nothing committed)."""
+    import atexit
+    import threading
+    import traceback
+
+    code = 0
+    try:
+        main()
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            code = e.code or 0
+        else:
+            print(e.code, file=sys.stderr)
+            code = 1
+    except KeyboardInterrupt:
+        raise  # Python's own exit for it (status -SIGINT)
+    except BaseException:  # noqa: BLE001 - reported as the interpreter reports it
+        traceback.print_exc()
+        code = 1
+    threading._shutdown()  # joins non-daemon threads, as the interpreter does before atexit
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 # ---- the test side -----------------------------------------------------------------------------------
@@ -264,4 +309,4 @@ if __name__ == "__main__":
     del request
     from evolve.cli import main
 
-    main()
+    _exit_as_python_would(main)
