@@ -70,8 +70,6 @@ ARMS = {  # name -> overrides of configs/ablation.toml's [loop]
     # --config configs/ablation-no-lesson.toml the arms run in the world where no lesson helps
     "coupled-value": {"mode": "coupled", "selection": {"type": "value"}},
     "prompt-only-value": {"mode": "prompt", "selection": {"type": "value"}},
-    # issue 38: the challengers' completions trained under the incumbent's prompt (evolve/loop/recontext.py)
-    "coupled-sfp-inc": {"mode": "coupled", "selection": IN_GROUP, "update_prompt": "incumbent"},
     # the coupled default's control: every learning reward Bernoulli(0.5); both levers see noise
     "random-reward-sfp": {"mode": "coupled", "selection": IN_GROUP, "reward": "random"},
 }

@@ -57,12 +57,6 @@ class LoopConfig(ConfigModel):
         "other than the seed, the log-probabilities of the same completion under the seed prompt (same "
         "reward, advantage from the same baseline), so the weights learn to act as if the lessons were "
         "there. \"off\" = no.")
-    update_prompt: Literal["sampled", "incumbent"] = Field(
-        "sampled", description=
-        "The prompt the weight update conditions each completion on: \"sampled\" (the prompt it was "
-        "sampled under) or \"incumbent\" (a challenger's completions are re-rendered under the incumbent "
-        "prompt, the one held-out evaluation uses, keeping their rewards and the task's shared advantage "
-        "baseline; evolve/loop/recontext.py). No effect under ``mode = \"weights\"``.")
     heldout_seed_prompt: bool = Field(
         False, description=
         "Also evaluate held-out with the seed prompt on the new weights (\"does the model still need the "
