@@ -56,6 +56,7 @@ ARM_LABELS = {
     "coupled-gate-ties": "coupled, the gate before the tie fix",
     "weights-only": "weights-only (GRPO alone)",
     "coupled-value": "coupled, value-of-look selection (issue 38)",
+    "coupled-sfp-inc": "the default, challengers' completions trained under the incumbent's prompt",
     "prompt-only-value": "prompt-only (value-of-look selection)",
     "prompt-only-sfp": "prompt-only (the default's selection settings)",
     "prompt-only-sf": "prompt-only (reward-scored settings)",
