@@ -138,7 +138,7 @@ def test_peak_memory_on_a_big_vocabulary_stays_small(random_model_dir):
     """16 rows x 96 steps x 151,936 floats = 934 MB of logits (and twice that for their stack and
     log-softmax) when every step is kept; one step's log-softmax is 9.7 MB. The rest of the budget is
     the prefill and the sampler's own per-step tensors; the backend fixes glibc's mmap threshold so
-    freed per-step buffers do not stay resident (``fixed_mmap_threshold``). Measured: the old path
+    freed per-step buffers do not stay resident (``evolve.policy.heap``). Measured: the old path
     +4.2 GB, this one +0.06 GB (+0.76 GB without the fixed threshold)."""
     proc = subprocess.run([sys.executable, "-c", PEAK_SCRIPT, str(random_model_dir)], capture_output=True,
                           text=True, timeout=300, cwd=REPO, env={"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1",

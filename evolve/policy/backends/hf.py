@@ -24,6 +24,7 @@ from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria,
 
 from evolve.policy.chat import encode_prompt, eos_ids
 from evolve.policy.code_block import closes_block
+from evolve.policy.heap import tune_heap
 from evolve.policy.nucleus import SAMPLER, NucleusSampler, default_sampler
 from evolve.policy.sample import Sample
 from evolve.policy.spec import SamplingSpec
@@ -109,30 +110,6 @@ def neutral_pre_warpers(model) -> dict:
     return out
 
 
-_MMAP_FIXED = False
-
-
-def fixed_mmap_threshold(nbytes: int = 4 << 20) -> None:
-    """glibc only, once per process: allocations >= ``nbytes`` go straight to mmap and back to the OS
-    on free. By default glibc raises its mmap threshold after each large free (up to 32 MB), so the
-    ~20 MB per-step vocabulary tensors of a 32-row batch (logits copy, log-softmax, top-p sort)
-    land in the heap, fragment it and stay resident: a float32 random model with a 152k vocab grew
-    +0.76 GB over one generation that way, +0.06 GB with a fixed threshold (tests/policy/
-    test_hf_logprobs.py). Allocation only: no number changes."""
-    global _MMAP_FIXED
-    if _MMAP_FIXED:
-        return
-    _MMAP_FIXED = True
-    import ctypes
-    import ctypes.util
-
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.mallopt(-3, int(nbytes))  # M_MMAP_THRESHOLD (a fixed value also stops the dynamic raise)
-    except (OSError, AttributeError):
-        pass  # not glibc (musl, macOS): nothing to tune
-
-
 class HFBackend:
     name = "hf"
     exposes_tokens = True
@@ -146,7 +123,7 @@ class HFBackend:
         self.neutral = neutral_pre_warpers(model)
         # How a row's next token is drawn: load_policy replaces it with what a checkpoint recorded.
         self.sampler = default_sampler(model)
-        fixed_mmap_threshold()
+        tune_heap()  # evolve.policy.heap: per-step buffers neither stay resident nor fault back in
 
     def sync_weights(self, model) -> None:  # generation runs on the trained model itself
         self.model = model
