@@ -69,11 +69,16 @@ def smollm2_spec():
 _WHOLE_DIRECTORY = {"ui", "cluster", "verification"}
 
 
-# The longest scopes first (measured with --durations on 2 cores), so that no worker is left running
-# one of them alone at the end.
-_LONGEST_FIRST = ("loop/test_smollm2_smoke.py", "ui", "loop/test_multi_turn_loop.py", "loop/test_guided_loop.py",
-                  "loop/test_loop_e2e.py", "loop/test_resume_identical.py", "cluster", "loop/test_recorded_rules.py",
-                  "loop/test_litellm_policy_replay.py")
+# The longest scopes first (summed --durations of a fresh clone's run on 2 cores, Dec 2026), so that no
+# worker is left running one of them alone at the end: with the gain test and the verification directory
+# in collection order (last), one worker idled for most of their ~90 s each.
+_LONGEST_FIRST = ("loop/test_smollm2_smoke.py", "prompt/test_gain.py", "verification", "cluster",
+                  "loop/test_lm_reflector_replay.py", "policy/test_grpo_session.py", "ui",
+                  "loop/test_resume_identical.py", "loop/test_loop_e2e.py", "policy/test_nucleus.py",
+                  "loop/test_in_group.py", "policy/test_serve.py", "repo/test_repo_hostile.py",
+                  "loop/test_recorded_rules.py", "prompt/test_evidence.py", "policy/test_real_model.py",
+                  "policy/test_hf_logprobs.py", "repo/test_repo_limits.py", "loop/test_multi_turn_loop.py",
+                  "loop/test_guided_loop.py")
 
 
 def _scope(rel: str) -> str:
