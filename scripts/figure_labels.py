@@ -57,6 +57,8 @@ ARM_LABELS = {
     "coupled-gate-ties": "coupled, the gate before the tie fix",
     "weights-only": "weights-only (GRPO alone)",
     "coupled-value": "coupled, value-of-look selection (issue 38)",
+    "coupled-sfp-c1": "the default with the challenger given 1 of each task's 8 samples",
+    "coupled-sfp-c2": "the default with the challenger given 2 of each task's 8 samples",
     "coupled-sfp-inc": "the default, challengers' completions trained under the incumbent's prompt",
     "coupled-sfp-nocrn": "the default with independent seeds per prompt (a diagnostic patch, not kept)",
     "prompt-only-value": "prompt-only (value-of-look selection)",

@@ -54,6 +54,13 @@ class InGroupSelection(ConfigModel):
                                 "that is losing.")
     evidence_cap: int = Field(96, ge=1, description="Paired task differences after which an undecided challenger "
                               "is retired.")
+    challenger_samples: int = Field(
+        0, ge=0, description="Samples of each task's group the challenger gets (the incumbent keeps the rest); "
+        "0 = half the group. Fewer measure the challenger more slowly and train the weights less under it.")
+
+    def challenger_share(self, group: int) -> int:
+        """Samples of a whole group of ``group`` the challenger gets (InGroup.arms, the power table)."""
+        return self.challenger_samples or group // 2
 
 
 class ValueSelection(ConfigModel):
