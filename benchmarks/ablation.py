@@ -4,7 +4,6 @@ Live arms (each a real `evolve run` with configs/ablation.toml plus the arm's ov
   coupled-sfp        both levers, in-group prompt selection (the default: sign-flip test on the verdict)
   coupled-sfp-half   the same stopped at half the budget
   coupled-sfp-l3     the same with at most 3 looks per challenger
-  coupled-sfp-c1/c2  the same with the challenger given 1 / 2 of each task's 8 samples (issue 38)
   coupled-gate       both levers, GEPA's minibatch-then-validation gate
   weights-only       GRPO alone, seed prompt frozen
   prompt-only-sfp    in-group prompt selection alone, weights frozen
@@ -71,10 +70,6 @@ ARMS = {  # name -> overrides of configs/ablation.toml's [loop]
     # --config configs/ablation-no-lesson.toml the arms run in the world where no lesson helps
     "coupled-value": {"mode": "coupled", "selection": {"type": "value"}},
     "prompt-only-value": {"mode": "prompt", "selection": {"type": "value"}},
-    # issue 38's dose-response: the default with the challenger given 1 or 2 of each task's 8 samples
-    # (the default gives it 4): does the no-lesson cost scale with the challenger's share?
-    "coupled-sfp-c1": {"mode": "coupled", "selection": {"type": "in_group", "challenger_samples": 1}},
-    "coupled-sfp-c2": {"mode": "coupled", "selection": {"type": "in_group", "challenger_samples": 2}},
     # the coupled default's control: every learning reward Bernoulli(0.5); both levers see noise
     "random-reward-sfp": {"mode": "coupled", "selection": IN_GROUP, "reward": "random"},
 }

@@ -165,14 +165,6 @@ class LoopConfig(ConfigModel):
         # a [loop.selection] table without `type` is in-group selection with those settings
         return {"type": "in_group", **value} if isinstance(value, dict) and "type" not in value else value
 
-    @field_validator("samples_per_task")
-    @classmethod
-    def _room_for_the_incumbent(cls, value: int, info: ValidationInfo) -> int:
-        share = getattr(info.data.get("selection"), "challenger_samples", 0)  # selection is declared first
-        if share >= value:
-            raise ValueError(f"must exceed selection.challenger_samples ({share}): the incumbent keeps the rest")
-        return value
-
     @field_validator("task_columns")
     @classmethod
     def _columns(cls, value: dict[str, str]) -> dict[str, str]:

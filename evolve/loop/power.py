@@ -36,7 +36,7 @@ import numpy as np
 from evolve.errors import ConfigError
 from evolve.loop.config import LoopConfig
 from evolve.loop.context import plan_batch
-from evolve.loop.selection.configs import GateSelection, InGroupSelection
+from evolve.loop.selection.configs import GateSelection
 from evolve.loop.selection.in_group import evidence_rule
 from evolve.prompt.evidence import Evidence, EvidenceRule
 from evolve.prompt.gate_rule import gate_passes
@@ -106,9 +106,8 @@ def shape_of(cfg: LoopConfig) -> Shape | None:
     if isinstance(sel, GateSelection):
         return Shape("gate", (sel.val_tasks,), sel.val_samples, sel.val_samples, sel.gate_alpha, batches)
     # in_group's split (InGroup.arms): the incumbent keeps the rest; under "value" the challenger gets at
-    # most half (its share shrinks while the pool's evidence is negative), so the table is an upper bound
-    per = (sel.challenger_share(cfg.samples_per_task) if isinstance(sel, InGroupSelection)
-           else cfg.samples_per_task // 2)
+    # most this (its share shrinks while the pool's evidence is negative), so the table is an upper bound
+    per = cfg.samples_per_task // 2
     rule = evidence_rule(sel)
     # No challenger in the first learning generation (the pool fills when it reflects), nor in one whose
     # group the budget shrank; the rule retires a challenger after promote_looks looks.

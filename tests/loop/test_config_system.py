@@ -47,7 +47,6 @@ RUN_TOO = {"unknown key 'sampels_per_task'", "--loop.sampels_per_task: no such s
     ("[loop]\n", ["--policy.sampling.temprature=0.7"], "--policy.sampling.temprature: no such setting"),
     ("[loop]\n", ["--loop.samples_per_task", "eight"], "--loop.samples_per_task: Input should be a valid integer"),
     ("[loop]\n", ["--loop.selection.val_tasks", "3"], "not a setting of type 'in_group'"),
-    ("[loop]\n", ["--loop.selection.challenger_samples", "8"], "must exceed selection.challenger_samples (8)"),
     ("[loop]\n", ["--samples-per-task", "8"], "--samples-per-task: not an option of this command"),
 ])
 def test_bad_settings_are_one_line_errors(tmp_path, content, words, needle):

@@ -77,7 +77,7 @@ class InGroup:
 
     def arms(self, ctx: LoopContext, state: LoopState, seeds: GenerationSeeds, group_size: int) -> list[Arm]:
         """The incumbent, plus the challenger Thompson sampling picks (seeded per generation) when the
-        group is whole: half of it each, or ``challenger_samples`` of it to the challenger."""
+        group is whole: half of it each."""
         ev, sel = ctx.evolver, self.sel
         assert isinstance(sel, InGroupSelection)  # the value rule allocates by its own arms()
         ev.pool.cap = sel.challenger_pool  # the loop config owns the cap
@@ -85,7 +85,7 @@ class InGroup:
         picked = ev.pool.pick_thompson(1, sel.thompson_prior_sd, np.random.default_rng(seeds.reflect))
         if not picked or group_size < ctx.config.samples_per_task:
             return [incumbent]
-        per = sel.challenger_share(ctx.config.samples_per_task)
+        per = ctx.config.samples_per_task // 2
         incumbent.samples = group_size - per
         return [incumbent, Arm(picked[0].candidate, per, picked[0])]
 
