@@ -89,7 +89,8 @@ uv_settings() {
   done < <(.venv/bin/python -m pip config list 2>/dev/null | grep -v '^:env:' || true)
   export UV_INDEX_STRATEGY=${UV_INDEX_STRATEGY:-unsafe-best-match}
 }
-[ -x .venv/bin/uv ] || .venv/bin/python -m pip install -q "$(grep -E '^uv==' constraints/cpu.txt)"
+uv_pin=$(grep -E '^uv==' constraints/cpu.txt)
+[ "$(.venv/bin/uv --version 2>/dev/null | cut -d' ' -f2)" = "${uv_pin#uv==}" ] || .venv/bin/python -m pip install -q "$uv_pin"
 uv_settings
 
 stamp=.venv/.evolve-setup
