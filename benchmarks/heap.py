@@ -32,7 +32,7 @@ import ctypes, json, resource, sys, time
 arm, spec_path, rows, tokens = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 import evolve.policy.heap as heap
 if arm == "mmap-only":  # the backend's setting before: M_MMAP_THRESHOLD alone, trim left at 128 KiB
-    ctypes.CDLL(None).mallopt(-3, heap.MMAP_THRESHOLD)
+    ctypes.CDLL(None).mallopt(heap.M_MMAP_THRESHOLD, heap.MMAP_THRESHOLD)
     heap._tuned = True  # the backend's tune_heap() is then a no-op
 from evolve.policy import PolicySpec, load_policy
 spec = PolicySpec.from_toml(spec_path).model_dump()

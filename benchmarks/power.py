@@ -27,16 +27,6 @@ CONFIGS = {"qwen": "configs/ablation-qwen-humaneval.toml", "gym": "configs/ablat
            "qwen_powered": "configs/ablation-qwen-humaneval-powered.toml"}
 
 
-def _cpu() -> str:
-    """The CPU's model name and whether it has AVX-512 (speed figures name their CPU)."""
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "unknown"
-    name = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "unknown")
-    return f"{name}{' (avx512)' if ' avx512f' in info else ''}"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=TRIALS)
@@ -57,7 +47,7 @@ def main() -> None:
             for model_name in ("crn", "independent"):
                 figures[f"{name}_{row['effect_points']:g}pt_{model_name}"] = row[model_name]
         figures[f"{name}_run_startup_cpu_s"] = table["run_startup"]["cpu_s"]
-    write_results("power", args=vars(args), results=results, figures=figures, machine=machine_facts(cpu=_cpu()))
+    write_results("power", args=vars(args), results=results, figures=figures, machine=machine_facts())
     print_figures(figures)
 
 

@@ -1,6 +1,6 @@
 """One format for every benchmark's raw results: ``benchmarks/results/<name>.json``.
 
-Each file holds the commit, machine facts (cores, load average, platform), the arguments, the raw
+Each file holds the commit, machine facts (CPU kind, cores, load average, platform), the arguments, the raw
 results and the headline ``figures`` (the same ``name=value`` pairs the benchmark prints last).
 The docs' figures (README headline, docs/results.md, docs/ablation.md) are generated from these files
 (``scripts/readme_figures.py``).
@@ -33,9 +33,12 @@ def _git(*args: str) -> str:
 
 
 def machine_facts(**extra) -> dict:
-    """Cores, load average and platform at the moment of the call, plus anything the caller adds
-    (for example ``isolation=``)."""
+    """The CPU (``evolve.util.cpu.cpu_kind``: every speed figure names its CPU), cores, load average and
+    platform at the moment of the call, plus anything the caller adds (for example ``isolation=``)."""
+    from evolve.util.cpu import cpu_kind  # noqa: PLC0415 - evolve is installed in the venv (editable)
+
     facts = {
+        "cpu": cpu_kind(),
         "cores": os.cpu_count(),
         "loadavg": [round(x, 2) for x in os.getloadavg()],
         "platform": platform.platform(),
