@@ -62,9 +62,9 @@ fi
 
 # Packages go in with uv (pinned in constraints/cpu.txt, put into .venv by pip): it installs the same
 # pinned set as pip did (the same `pip freeze`) in half the time: 56 s with an empty uv cache against
-# pip's 107 s (2 cores, AMD EPYC with AVX512-bf16, no AMX; Dec 2026). uv reads no pip.conf, so this machine's pip settings
-# (indexes, find-links, certificate, constraints) are handed to it, and it takes the best version across
-# all indexes as pip does.
+# pip's 107 s (2 cores, AMD EPYC with AVX512-bf16, no AMX; Dec 2026). uv reads no pip.conf, so this
+# machine's pip settings (indexes, find-links, certificate, constraints) are handed to it, and it takes
+# the best version across all indexes as pip does.
 # --compile-bytecode: each package's bytecode at install, as pip writes it. The sandbox mounts the venv
 # read-only, so without it every sandboxed interpreter compiles what it imports again (the tests took
 # 919 s, not 596; one sandboxed run timed out).
