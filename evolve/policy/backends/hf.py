@@ -12,6 +12,14 @@ The draw: transformers' top-p warper and multinomial for small vocabularies, ``N
 distribution without sorting the vocabulary every step) for large ones; a checkpoint keeps its run's draw
 (``evolve.policy.nucleus``).
 
+A task's samples share its prompt: with ``prefill = "shared-prompt"`` (models of ``SHARED_PREFILL_MIN_PARAMS``
+or more) each distinct prompt of a chunk is run through the model once and its KV rows are copied to its
+samples (``DynamicCache.batch_select_indices``) before ``generate`` goes on from the prompt's last token, as
+transformers' prefix-reuse recipe does; n samples a task cost one prompt forward instead of n. The last
+prompt token is then computed against the cache rather than inside the full prefill, so logits differ from
+the batch path by float rounding and the same seed can draw other tokens: the prefill is recorded per
+checkpoint (``resolved["prefill"]``) beside the draw, and checkpoints recording none keep the batch path.
+
 With ``stop_after_code_block`` a row ends at the token that closes its first fenced code block
 (finish_reason "stop", not truncated); the rest of that row (generated while other rows of the
 batch went on) is cut off, so completion ids and log-probs are exactly what the row sampled.
@@ -20,7 +28,13 @@ batch went on) is cut off, so completion ids and log-probs are exactly what the 
 from __future__ import annotations
 
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
+from transformers import (
+    DynamicCache,
+    LogitsProcessor,
+    LogitsProcessorList,
+    StoppingCriteria,
+    StoppingCriteriaList,
+)
 
 from evolve.policy.chat import encode_prompt, eos_ids
 from evolve.policy.code_block import closes_block
@@ -28,6 +42,17 @@ from evolve.policy.heap import tune_heap
 from evolve.policy.nucleus import SAMPLER, NucleusSampler, default_sampler
 from evolve.policy.sample import Sample
 from evolve.policy.spec import SamplingSpec
+
+SHARED_PROMPT = "shared-prompt"  # recorded per checkpoint (policy.json's "resolved"); see default_prefill
+BATCH = "batch"  # every row's prompt through the model in the batch, as generate does by itself
+# Below this many parameters (the embedded gym model: 0.9M; the tests' random models) a forward costs less than
+# the extra call, and those models keep the batch path, so their recorded runs and figures stay reproducible.
+SHARED_PREFILL_MIN_PARAMS = 10_000_000
+
+
+def default_prefill(model) -> str:
+    """The prefill of a fresh policy; a checkpoint keeps its run's (``load_policy``)."""
+    return SHARED_PROMPT if sum(p.numel() for p in model.parameters()) >= SHARED_PREFILL_MIN_PARAMS else BATCH
 
 
 def task_seed(seed: int, task_index: int) -> int:
@@ -123,6 +148,7 @@ class HFBackend:
         self.neutral = neutral_pre_warpers(model)
         # How a row's next token is drawn: load_policy replaces it with what a checkpoint recorded.
         self.sampler = default_sampler(model)
+        self.prefill = default_prefill(model)  # likewise replaced by a checkpoint's recorded one
         tune_heap()  # evolve.policy.heap: per-step buffers neither stay resident nor fault back in
 
     def sync_weights(self, model) -> None:  # generation runs on the trained model itself
@@ -173,8 +199,10 @@ class HFBackend:
             draw = {"do_sample": False}
         else:
             draw = {"do_sample": True, "temperature": s.temperature, "top_p": s.top_p, "top_k": 0}
+        input_ids, attention = input_ids.to(device), attention.to(device)
+        cache = self._shared_prompt_cache(rows, input_ids, attention) if self.prefill == SHARED_PROMPT else None
         sequences = self.model.generate(
-            input_ids=input_ids.to(device), attention_mask=attention.to(device), **draw,
+            input_ids=input_ids, attention_mask=attention, **draw, **({"cache": cache} if cache is not None else {}),
             max_new_tokens=s.max_new_tokens, eos_token_id=self.eos, pad_token_id=self.pad_id, use_cache=True,
             logits_processor=LogitsProcessorList(processors), **self.neutral,
             stopping_criteria=StoppingCriteriaList([stop]) if stop is not None else None,
@@ -196,3 +224,23 @@ class HFBackend:
                 logprobs=logps[r, :end].tolist(), truncated=truncated,
                 finish_reason="length" if truncated else "stop",
             )
+
+    def _shared_prompt_cache(self, rows, input_ids, attention) -> DynamicCache | None:
+        """The chunk's KV cache of every prompt but its last token, each distinct prompt computed once and
+        copied to its rows; None where no prompt repeats (nothing to share). Rows of one prompt are adjacent."""
+        firsts: list[int] = []
+        index: list[int] = []
+        for r, (i, _, _) in enumerate(rows):
+            if not firsts or rows[firsts[-1]][0] != i:
+                firsts.append(r)
+            index.append(len(firsts) - 1)
+        if len(firsts) == len(rows) or input_ids.shape[1] < 2:
+            return None
+        ids, mask = input_ids[firsts, :-1], attention[firsts, :-1]
+        # generate's own position ids for left-padded rows (_prepare_position_ids_for_generation)
+        position = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
+        cache = DynamicCache(config=self.model.config)
+        self.model(input_ids=ids, attention_mask=mask, position_ids=position, cache=cache,
+                   use_cache=True, logits_to_keep=1)
+        cache.batch_select_indices(torch.tensor(index, device=input_ids.device))
+        return cache
