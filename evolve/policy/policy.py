@@ -108,7 +108,7 @@ def load_policy(spec: PolicySpec, checkpoint_dir: str | Path | None = None) -> P
         return policy
     import torch
 
-    from evolve.policy.backends.hf import BATCH
+    from evolve.policy.backends.hf import BATCH, HFBackend
     from evolve.policy.model_io import (
         load_model,
         load_reference,
@@ -151,16 +151,14 @@ def load_policy(spec: PolicySpec, checkpoint_dir: str | Path | None = None) -> P
             updater.load_state_dict(torch.load(ckpt / TRAINER_STATE, weights_only=False))
     backend = BACKENDS[spec.backend](spec, model, tokenizer, base)
     policy = Policy(spec, backend, model, tokenizer, updater, base)
-    draw = getattr(backend, "sampler", None)  # the HF backend's token draw (evolve.policy.nucleus)
-    prefill = getattr(backend, "prefill", None)  # the HF backend's prompt forward (backends/hf.py)
-    if ckpt is not None:  # a checkpoint keeps its run's; one recording none was transformers' draw, batch prefill
-        if draw is not None:
-            draw = backend.sampler = recorded.get("sampler", TRANSFORMERS)
-        if prefill is not None:
-            prefill = backend.prefill = recorded.get("prefill", BATCH)
+    drawn: dict = {}
+    if isinstance(backend, HFBackend):  # its token draw (evolve.policy.nucleus) and prompt forward (hf.py)
+        if ckpt is not None:  # a checkpoint keeps its run's; one recording none: transformers' draw, batch prefill
+            backend.sampler = recorded.get("sampler", TRANSFORMERS)
+            backend.prefill = recorded.get("prefill", BATCH)
+        drawn = {"sampler": backend.sampler, "prefill": backend.prefill}
     policy.resolved = {"dtype": dtype, "threads": torch.get_num_threads(), "device": device,
-                       "model_sha256": spec.model_sha256, **({"sampler": draw} if draw else {}),
-                       **({"prefill": prefill} if prefill else {})}
+                       "model_sha256": spec.model_sha256, **drawn}
     if ckpt is not None:
         _restore_sampler(policy, ckpt)
     return policy
