@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import evolve_zygote
 import pytest
 
 from evolve.verification import Verifier
@@ -35,9 +36,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _evolve(args: list[str], path: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": path, "PYTHONPATH": str(REPO)}
-    return subprocess.run([str(REPO / ".venv" / "bin" / "evolve"), *args], capture_output=True, text=True,
-                          env=env, timeout=timeout, cwd=REPO)
+    """`evolve ARGS` with only ``path`` on PATH (forked from a warm parent: tests/evolve_zygote.py)."""
+    return evolve_zygote.run(args, {**os.environ, "PATH": path, "PYTHONPATH": str(REPO)}, timeout=timeout)
 
 
 def test_the_loop_refuses_weak_isolation_unless_asked_and_records_the_level(tmp_path):
