@@ -7,8 +7,6 @@ Live arms (each a real `evolve run` with configs/ablation.toml plus the arm's ov
   coupled-gate       both levers, GEPA's minibatch-then-validation gate
   weights-only       GRPO alone, seed prompt frozen
   prompt-only-sfp    in-group prompt selection alone, weights frozen
-  coupled-value      both levers, value-of-look selection (issue 38: evolve/loop/selection/value.py)
-  prompt-only-value  value-of-look selection alone, weights frozen
   random-reward-sfp  coupled, every learning reward Bernoulli(0.5) (both levers see noise)
 
 Every arm spends the same learning-rollout budget (``max_rollouts``, enforced exactly inside a
@@ -66,10 +64,8 @@ ARMS = {  # name -> overrides of configs/ablation.toml's [loop]
     "coupled-gate": {"mode": "coupled", "selection": GATE},
     "weights-only": {"mode": "weights"},
     "prompt-only-sfp": {"mode": "prompt", "selection": IN_GROUP},
-    # issue 38: the value-of-look rule (evolve/loop/selection/value.py), coupled and alone; with
-    # --config configs/ablation-no-lesson.toml the arms run in the world where no lesson helps
-    "coupled-value": {"mode": "coupled", "selection": {"type": "value"}},
-    "prompt-only-value": {"mode": "prompt", "selection": {"type": "value"}},
+    # issue 38's value-of-look rule (arms coupled-value, prompt-only-value) was deleted after seeds 40-47:
+    # no better than in-group on either world (ablation38_gym.json, ablation38_nolesson.json; code: a60b6b2)
     # the coupled default's control: every learning reward Bernoulli(0.5); both levers see noise
     "random-reward-sfp": {"mode": "coupled", "selection": IN_GROUP, "reward": "random"},
 }

@@ -18,7 +18,7 @@ TITLES = {
     "ablation_fresh": "Ablation, seeds 5–9",
     "ablation_fresh2": "Ablation, seeds 10–14 (run only after the default was chosen)",
     "ablation_pooled": "Ablation pooled over seeds 0–14",
-    "ablation38_gym": "Issue 38 on the gym: value-of-look against the shipped rule, fresh seeds 40-42",
+    "ablation38_gym": "Issue 38 on the gym: the shipped rule against value-of-look (since deleted), fresh seeds 40-47",
     "ablation38_nolesson": "Issue 38 in the no-lesson world, fresh seeds 40-47 (weights-only on 40-42: the gym's run)",
     "ablation_smollm2": "Ablation on SmolLM2 (1 seed, 64 rollouts)",
     "base_humaneval": "Base Qwen2.5-Coder-0.5B and -1.5B on HumanEval-chat held-out (41 problems × 8)",

@@ -42,7 +42,7 @@ HEADLINE = [
     ("ablation", _CI, "coupled − best single lever, points [95% interval], seeds 0–4"),
     ("ablation_fresh", _CI, "  the same on seeds 5–9"),
     ("ablation_fresh2", _CI, "  the same on seeds 10–14, run after the default was chosen"),
-    ("ablation38_gym", _CI, "  the same on fresh seeds 40–42 (issue 38's grid, 3 of 8 seeds so far)"),
+    ("ablation38_gym", _CI, "  the same on fresh seeds 40–47 (issue 38's grid)"),
     ("ablation_pooled", "rollouts_to_match_weights_ratio_mean_curve",
      "rollouts to reach weights-only's final, ÷ weights-only's (mean curve, seeds 0–14)"),
     ("ablation_qwen_humaneval", "start_pass_at_1_s0",

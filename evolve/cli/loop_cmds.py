@@ -127,7 +127,7 @@ def status_line(index: int, m: GenerationMetrics, prompt: Candidate | None, prev
         f"held-out pass@1 {held:.3f}{delta}" if held is not None else "held-out not checked",
     ]
     levers = m.get("levers", {})
-    if levers.get("prompt", True) and m.get("selection") in ("in_group", "value"):
+    if levers.get("prompt", True) and m.get("selection") == "in_group":
         parts.append(f"prompt {'PROMOTED' if m.get('promoted') else 'kept'}; "
                      f"all-fail tasks {m.get('all_fail_task_fraction', 0):.2f}; {challenger_text(m, new)}")
     elif levers.get("prompt", True):

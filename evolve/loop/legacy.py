@@ -31,8 +31,18 @@ MOVED = {"reflection_lm": "reflection_lm", "reflection_api_base": "api_base", "r
          "proposals_per_generation": "proposals_per_step", "lessons_dir": "lessons_dir", "max_lessons": "max_lessons"}
 
 
+# [loop.selection] types deleted as measured worse (the nested format's refusals), with the last commit that had them.
+_DELETED_TYPES = {"value": "a60b6b2"}
+
+
 def upgrade_recorded(data: dict[str, Any], source: str, recorded_by: str | None = None) -> dict[str, Any]:
     """The nested config equivalent to a recorded one (returned as is when already nested)."""
+    selection = data.get("selection")
+    if isinstance(selection, dict) and selection.get("type") in _DELETED_TYPES:
+        kind = selection["type"]
+        by = f"evolve {recorded_by}" if recorded_by else f"an evolve up to {_DELETED_TYPES[kind]}"
+        raise ConfigError(f"{source}: recorded by {by} under selection.type = {kind!r}, a rule this version no "
+                          f"longer has (deleted as measured worse); check out that version to resume or replay it")
     return _nest_prompt(_nest_selection(data, source, recorded_by))
 
 

@@ -105,8 +105,7 @@ def shape_of(cfg: LoopConfig) -> Shape | None:
     sel = cfg.selection
     if isinstance(sel, GateSelection):
         return Shape("gate", (sel.val_tasks,), sel.val_samples, sel.val_samples, sel.gate_alpha, batches)
-    # in_group's split (InGroup.arms): the incumbent keeps the rest; under "value" the challenger gets at
-    # most this (its share shrinks while the pool's evidence is negative), so the table is an upper bound
+    # in_group's split (InGroup.arms): the challenger gets half of each group, the incumbent the rest
     per = cfg.samples_per_task // 2
     rule = evidence_rule(sel)
     # No challenger in the first learning generation (the pool fills when it reflects), nor in one whose

@@ -175,7 +175,6 @@ class EvidenceRule:
     alpha_retire: float = 0.2  # a wrong retirement only costs a chance, so a looser level
     cap: int = 96  # paired differences after which an undecided challenger is retired
     looks: int = 6  # generations a challenger is tested in; each look runs at alpha / looks
-    retire_from_look: int = 1  # the losing test applies from this look on (value-of-look: 2, not one unlucky look)
 
     def decide(self, ev: Evidence, new_diffs: list[float]) -> str:
         """Add one generation's differences and return the (possibly new) decision."""
@@ -186,8 +185,7 @@ class EvidenceRule:
         mean = float(np.mean(ev.diffs))
         if mean > self.margin and signflip_pvalue(ev.diffs, self.margin) <= self.alpha / self.looks:
             ev.decision = "promoted"
-        elif (mean < 0 and len(ev.per_generation) >= self.retire_from_look
-              and signflip_pvalue([-x for x in ev.diffs]) <= self.alpha_retire):
+        elif mean < 0 and signflip_pvalue([-x for x in ev.diffs]) <= self.alpha_retire:
             ev.decision = "retired-losing"  # no correction for looks: a wrong retirement only costs a chance
         elif ev.n >= self.cap or len(ev.per_generation) >= self.looks:
             ev.decision = "retired-cap"

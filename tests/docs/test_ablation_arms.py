@@ -79,7 +79,7 @@ def test_live_arms_defaults_and_roles():
                "noninferior_tolerance", "reuse_candidate_rollouts"}
     for arm in ab.ARMS.values():  # the new schema: selection is a table with a type, no deleted option
         assert not deleted & (set(arm) | set(arm.get("selection", {}))), arm
-        assert "selection" not in arm or arm["selection"]["type"] in ("in_group", "value", "gate")
+        assert "selection" not in arm or arm["selection"]["type"] in ("in_group", "gate")
 
 
 def test_unknown_arm_is_one_line(tmp_path):

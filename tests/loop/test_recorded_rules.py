@@ -145,3 +145,25 @@ def test_a_run_recorded_in_the_flat_format_replays_resumes_or_is_refused(tiny_mo
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert len(lines) == 1 and key in lines[0] and "8bc85629" in lines[0], lines
         assert "Traceback" not in proc.stderr
+
+
+def test_a_run_recorded_under_the_deleted_value_rule_is_shown_but_not_resumed_or_replayed(tmp_path):
+    """A real run of the value-of-look rule (deleted after issue 38's seeds 40-47), as kept in
+    benchmarks/results/lineage: its lineage and generations still read; resume and replay refuse in one
+    line naming the code version that recorded it."""
+    import gzip
+    import shutil
+
+    db = tmp_path / "v.db"
+    with gzip.open(REPO / "benchmarks/results/lineage/ablation38/gym-coupled-value-s40.db.gz") as src, \
+            db.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    shown = _cli(db, "lineage", "coupled-value-s40", "--json")
+    assert shown.returncode == 0 and len(json.loads(shown.stdout)) == 17, shown.stderr
+    for args in (("resume", "coupled-value-s40", "--generations", "1"), ("replay", "coupled-value-s40:2")):
+        proc = _cli(db, *args)
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+        assert len(lines) == 1 and "selection.type = 'value'" in lines[0] and "95ce19a4" in lines[0], lines
+    with pytest.raises(ConfigError, match="an evolve up to"):  # a record that names no version
+        upgrade_recorded({"mode": "coupled", "selection": {"type": "value"}}, "run x")

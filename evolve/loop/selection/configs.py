@@ -1,4 +1,4 @@
-"""The prompt-selection rules' configs: ``[loop.selection]`` with ``type = "in_group" | "value" | "gate"``.
+"""The prompt-selection rules' configs: ``[loop.selection]`` with ``type = "in_group" | "gate"``.
 
 A discriminated union: each type has only its own fields, and a key of the other type (or of none)
 is a one-line ConfigError, so a config cannot carry a setting that silently does nothing. Options
@@ -9,6 +9,11 @@ per-prompt advantage baseline, the betting promotion test (slower to promote: ab
 where the sign-flip rule needs 2-4), selection on the partial-credit reward (0.555 against 0.574),
 a smaller challenger share (1 or 2 of each task's 8 samples: 0.408 / 0.452 against the half's 0.482
 on the gym, and no nearer weights-only in the no-lesson world: 0.391 / 0.397 against 0.358 and 0.474),
+the value-of-look rule (``type = "value"``: looks valued by what they can decide, a share that shrank while the
+pool's evidence was negative, displacement by the value of the next look; on seeds 40-47 coupled minus
+the best single lever +3.5 points on the gym against in-group's +5.2, coupled minus weights-only -7.7 in
+the no-lesson world against -9.0, a helpful line promoted within 8 generations on 4 of 8 seeds under
+either: no better, so the simpler rule stays; benchmarks/results/ablation38_gym.json, ablation38_nolesson.json),
 and, at the gate, the strict rule, non-inferior promotion and reusing rollouts other than the
 winner's.
 """
@@ -58,38 +63,6 @@ class InGroupSelection(ConfigModel):
                               "is retired.")
 
 
-class ValueSelection(ConfigModel):
-    """In-group selection (as ``in_group``: same groups, same promotion test, same error rate) with one
-    allocation rule that values a look by what it can decide (evolve/loop/selection/value.py): the
-    challenger whose next look is likeliest to promote it gets the samples, its share shrinks while the
-    pool's evidence is negative, the losing test waits for retire_after_looks looks, and a proposal
-    displaces a measured line whose next look is worth less than an untried line's."""
-
-    type: Literal["value"] = Field("value", description="The rule: in-group selection, looks valued by what "
-                                   "they can decide.")
-    challenger_pool: int = Field(4, ge=1, description="Most challengers waiting or being measured at once; "
-                                 "reflection fills free places.")
-    prior_sd: float = Field(
-        0.15, gt=0, description="Prior sd of a challenger's mean paired difference (its prior mean is the pool's "
-        "evidence, at most 0); used to value looks and size shares, never by the promotion test. 0.15: the "
-        "gym's lesson moved the pass rate by +0.03 to +0.22 a paired task a look (docs/ablation.md).")
-    min_share: int = Field(1, ge=1, description="Fewest samples of a task's group the challenger gets when the "
-                           "pool's evidence is negative (at most half the group, which it gets while the "
-                           "evidence is not negative).")
-    retire_after_looks: int = Field(2, ge=1, description="Looks before a losing challenger can be retired or a "
-                                    "weak one displaced (not one unlucky look).")
-    promote_alpha: float = Field(0.1, gt=0, lt=1, description="As in_group: a line symmetric about "
-                                 "promote_margin is promoted with probability at most this.")
-    promote_looks: int = Field(6, ge=1, description="As in_group: looks per challenger, the divisor of "
-                               "promote_alpha per look.")
-    promote_margin: float = Field(0.0, ge=0, lt=1, description="As in_group: mean paired difference a "
-                                  "challenger must beat.")
-    retire_alpha: float = Field(0.2, gt=0, lt=1, description="As in_group: level of the mirror test that "
-                                "retires a losing challenger.")
-    evidence_cap: int = Field(96, ge=1, description="As in_group: paired task differences after which an "
-                              "undecided challenger is retired.")
-
-
 class GateSelection(ConfigModel):
     """GEPA's own rule, kept for comparison with the anchor: proposals are rolled out separately on a
     minibatch (GEPA's strictly-better sum), then on fixed validation tasks, both on the new weights
@@ -111,6 +84,5 @@ class GateSelection(ConfigModel):
                                "exceed (strictly).")
 
 
-SelectionConfig = Annotated[InGroupSelection | ValueSelection | GateSelection, Field(discriminator="type")]
-SELECTION_TYPES: dict[str, type[ConfigModel]] = {"in_group": InGroupSelection, "value": ValueSelection,
-                                                "gate": GateSelection}
+SelectionConfig = Annotated[InGroupSelection | GateSelection, Field(discriminator="type")]
+SELECTION_TYPES: dict[str, type[ConfigModel]] = {"in_group": InGroupSelection, "gate": GateSelection}

@@ -30,7 +30,7 @@ from evolve.loop.config import GenerationSeeds
 from evolve.loop.context import LoopContext, Timer
 from evolve.loop.rollouts import task_scores
 from evolve.loop.selection.base import Arm, Judged, Judgement
-from evolve.loop.selection.configs import InGroupSelection, ValueSelection
+from evolve.loop.selection.configs import InGroupSelection
 from evolve.loop.state import LoopState
 from evolve.metrics import ChallengerRecord, UpdateRecord
 from evolve.prompt.challengers import Challenger
@@ -39,11 +39,9 @@ from evolve.prompt.evolver import PromptEvolver
 from evolve.rollout import Rollout
 
 
-def evidence_rule(sel: InGroupSelection | ValueSelection) -> EvidenceRule:
-    # only the value-of-look rule waits for a second look before the losing test (in_group: from the first)
+def evidence_rule(sel: InGroupSelection) -> EvidenceRule:
     return EvidenceRule(alpha=sel.promote_alpha, margin=sel.promote_margin, alpha_retire=sel.retire_alpha,
-                        cap=sel.evidence_cap, looks=sel.promote_looks,
-                        retire_from_look=getattr(sel, "retire_after_looks", 1))
+                        cap=sel.evidence_cap, looks=sel.promote_looks)
 
 
 def paired_differences(incumbent: list[Rollout], challenger: list[Rollout],
@@ -72,14 +70,13 @@ def first_per_task(rollouts: list[Rollout], k: int) -> list[Rollout]:
 class InGroup:
     """``[loop.selection] type = "in_group"`` (see the module docstring)."""
 
-    sel: InGroupSelection | ValueSelection
+    sel: InGroupSelection
     type: str = "in_group"
 
     def arms(self, ctx: LoopContext, state: LoopState, seeds: GenerationSeeds, group_size: int) -> list[Arm]:
         """The incumbent, plus the challenger Thompson sampling picks (seeded per generation) when the
         group is whole: half of it each."""
         ev, sel = ctx.evolver, self.sel
-        assert isinstance(sel, InGroupSelection)  # the value rule allocates by its own arms()
         ev.pool.cap = sel.challenger_pool  # the loop config owns the cap
         incumbent = Arm(ev.current(), group_size)
         picked = ev.pool.pick_thompson(1, sel.thompson_prior_sd, np.random.default_rng(seeds.reflect))
@@ -123,7 +120,6 @@ class InGroup:
     def _weakest(self, ctx: LoopContext) -> Challenger | None:
         """The challenger eviction would retire now (``evict_below``), or None."""
         sel = self.sel
-        assert isinstance(sel, InGroupSelection)  # the value rule ranks displacement by its own _weakest
         if not sel.evict_below:
             return None
         return ctx.evolver.pool.weakest(sel.thompson_prior_sd, sel.evict_below)

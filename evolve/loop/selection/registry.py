@@ -6,9 +6,8 @@ from evolve.loop.selection.base import Arm, PromptSelection
 from evolve.loop.selection.frozen import Frozen
 from evolve.loop.selection.gate import Gate
 from evolve.loop.selection.in_group import InGroup
-from evolve.loop.selection.value import ValueOfLook
 
-STRATEGIES = {"in_group": InGroup, "value": ValueOfLook, "gate": Gate}
+STRATEGIES = {"in_group": InGroup, "gate": Gate}
 
 
 def selection_for(ctx) -> PromptSelection:
