@@ -30,12 +30,14 @@ TITLES = {
     "generate": "Qwen2.5-Coder-0.5B rollout speed on CPU (the loop's path against float32, batch 8, 1 thread)",
     "memory": "Qwen2.5-Coder-0.5B peak resident memory (goal: at most 6 GB)",
     "loop_throughput": "Learning throughput of a coupled generation on Qwen2.5-Coder-0.5B / humaneval-chat (issue 36)",
+    "shared_prefill": "The HF backend's shared prompt prefill against every row's own (4 HumanEval tasks x 8 samples x 64 tokens)",
+    "ablation38_nolesson_incumbent_only": "Issue 38 diagnostic: coupled in the no-lesson world, the weights trained on the incumbent's samples only",
     "ui_scale": "`evolve ui` at 10,000 generations / 1,000,000 rollouts",
     "agents": "Multi-turn agents (tiny-coder, seed 0)",
     "agents_seed1": "Multi-turn agents (tiny-coder, seed 1)",
     "scale": "Ray scale-out on 2 shared cores",
     "ablation38_nolesson_no_challenger": "Issue 38 in the no-lesson world, coupled with no challenger ever (diagnostic, seeds 40-42)",
-    "ablation38_nolesson_perturbed": "Issue 38: weights-only from other random streams (diagnostic, seeds 40-42)",
+    "ablation38_nolesson_perturbed": "Issue 38: weights-only from other random streams (diagnostic, seeds 40-47)",
     "ablation38_nolesson_no_crn": "Issue 38 in the no-lesson world without common random numbers (diagnostic, seeds 40-41)",
 }
 
