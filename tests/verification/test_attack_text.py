@@ -179,6 +179,6 @@ def test_4_a_flood_of_lint_findings_makes_a_small_result():
     assert rs[0].passed and rs[3].passed
     for r in rs[1:3]:
         lint = {s.name: s for s in r.stages}["lint"]
-        assert not lint.passed and lint.score == 0.0 and "finding" in lint.trace, lint.trace
+        assert not lint.passed and lint.score == 0.0 and "finding" in lint.trace, [(s.name, s.trace) for s in r.stages]
         assert len(lint.failures) <= 20
         assert len(json.dumps(r.to_dict())) < 64 << 10  # 8.2 MiB before
