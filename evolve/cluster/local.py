@@ -77,10 +77,25 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
+def free_ports(n: int, taken: set[int]) -> list[int]:
+    """``n`` distinct free loopback ports, none already in ``taken`` (they are added to it). The sockets stay
+    bound together while choosing: one bind-and-close at a time can hand the same port out twice, and Ray
+    refuses a node whose components share a port (seen in CI: runtime_env_agent = dashboard_agent_http)."""
+    socks: list[socket.socket] = []
+    ports: list[int] = []
+    try:
+        while len(ports) < n:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks.append(s)
+            s.bind((LOOPBACK, 0))
+            port = s.getsockname()[1]
+            if port not in taken:
+                ports.append(port)
+                taken.add(port)
+    finally:
+        for s in socks:
+            s.close()
+    return ports
 
 
 def ray_env() -> dict:
@@ -96,8 +111,8 @@ def ray_env() -> dict:
     return env
 
 
-def _node_args(cpus: int) -> list[str]:
-    ports = [free_port() for _ in range(6)]
+def _node_args(cpus: int, taken: set[int]) -> list[str]:
+    ports = free_ports(6, taken)
     return ["--node-ip-address", LOOPBACK, "--num-cpus", str(cpus), "--num-gpus", "0",
             "--object-store-memory", str(OBJECT_STORE_BYTES), "--disable-usage-stats", "--block",
             "--node-manager-port", str(ports[0]), "--object-manager-port", str(ports[1]),
@@ -123,7 +138,8 @@ def start(state_dir: str | Path, nodes: int = 2, cpus: int = 1, timeout: float =
         raise EvolveError(f"a local cluster is already running from {state} (address {old.address}); stop it first")
     # Ray's sockets live under the temp dir: keep its path short (AF_UNIX paths are limited to 107 bytes).
     temp = tempfile.mkdtemp(prefix="evray-", dir="/tmp")
-    port = free_port()
+    taken: set[int] = set()  # every port this cluster's nodes were given: no two components share one
+    (port,) = free_ports(1, taken)
     address = f"{LOOPBACK}:{port}"
     cluster = LocalCluster(address=address, state_dir=str(state), temp_dir=temp)
     env, procs = ray_env(), []
@@ -132,7 +148,7 @@ def start(state_dir: str | Path, nodes: int = 2, cpus: int = 1, timeout: float =
         for i in range(nodes):
             args = head if i == 0 else ["--address", address]
             log = open(state / f"node{i}.log", "wb")  # noqa: SIM115 - the node process owns it
-            proc = subprocess.Popen([sys.executable, "-m", "evolve.cluster.ray_node", *args, *_node_args(cpus)], stdout=log,
+            proc = subprocess.Popen([sys.executable, "-m", "evolve.cluster.ray_node", *args, *_node_args(cpus, taken)], stdout=log,
                                     stderr=subprocess.STDOUT, env=env, start_new_session=True)
             procs.append(proc)
             cluster.pids.append(proc.pid)
