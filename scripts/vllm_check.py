@@ -93,10 +93,27 @@ def code_block_stop(pol, msgs, finetune: str, device: str) -> dict:
                                        and len(s.logprobs) == len(s.completion_ids) for s in closed)}
 
 
+def nucleus_filters(pol, msgs) -> dict:
+    """The same seeded requests at top-p 0.8 through vLLM's sort and through the topk filter
+    (backends/vllm_nucleus.py): the tokens drawn, row by row, and the filter the policy recorded."""
+    from evolve.policy.backends.vllm_nucleus import TOPK, VLLM_SORT, filtered_steps
+
+    draws, steps = {}, {}
+    for mode in (VLLM_SORT, TOPK):
+        pol.backend.nucleus = mode
+        before = filtered_steps()
+        draws[mode] = [list(s.completion_ids) for g in pol.backend.generate(msgs, 4, 3) for s in g]
+        steps[mode] = filtered_steps() - before
+    pol.backend.nucleus = TOPK
+    return {"recorded": pol.resolved.get("nucleus"), "rows": len(draws[TOPK]), "filtered_steps": steps,
+            "identical": sum(a == b for a, b in zip(draws[TOPK], draws[VLLM_SORT], strict=True))}
+
+
 def sync(finetune: str, device: str, out_dir: str) -> dict:
     from evolve.policy import load_policy
     from evolve.policy.backends.vllm_backend import VllmBackend
     from evolve.policy.logprob_agreement import agreement, hf_logprobs, moved
+    from evolve.policy.policy import POLICY_META
 
     msgs = prompts()
     t0 = time.perf_counter()
@@ -121,6 +138,7 @@ def sync(finetune: str, device: str, out_dir: str) -> dict:
     pol.backend.spec = spec_for("vllm", finetune, device, top_p=0.8)  # the nucleus: vLLM renormalises over it
     out3 = pol.generate(msgs, n=4, seed=3)
     res["top_p_0.8"] = agreement(out3, hf_logprobs(pol, out3))
+    res["nucleus"] = nucleus_filters(pol, msgs)
     pol.backend.spec = pol.spec
     res["code_block_stop"] = code_block_stop(pol, msgs, finetune, device)
     # More prompt tokens than one engine step takes (max_num_batched_tokens): vLLM 0.32 with chunked prefill
@@ -131,6 +149,7 @@ def sync(finetune: str, device: str, out_dir: str) -> dict:
                            "prompt_tokens": sum(len(g[0].prompt_ids) * 4 for g in wide)}
     pol.save(out_dir)
     res["weights_hash"] = pol.weights_hash()
+    res["saved_nucleus"] = json.loads((Path(out_dir) / POLICY_META).read_text())["resolved"].get("nucleus")
     # The tied lm_head (SmolLM2 ties it to the embeddings): change the embeddings alone, by hand, sync,
     # and vLLM must follow (a head left on the old embedding would not). After the save: not in the checkpoint.
     import torch
@@ -151,10 +170,17 @@ def sync(finetune: str, device: str, out_dir: str) -> dict:
 def resume(finetune: str, device: str, ckpt: str) -> dict:
     from evolve.policy import load_policy
     from evolve.policy.logprob_agreement import agreement, hf_logprobs, moved
+    from evolve.policy.policy import POLICY_META
 
     msgs = prompts()
+    # As a checkpoint from before the top-p filter was recorded: it resumes with vLLM's own sort.
+    meta_path = Path(ckpt) / POLICY_META
+    meta = json.loads(meta_path.read_text())
+    meta["resolved"].pop("nucleus", None)
+    meta_path.write_text(json.dumps(meta))
     pol = load_policy(spec_for("vllm", finetune, device), ckpt)
-    res: dict = {"weights_hash": pol.weights_hash(), "syncs_at_load": pol.backend.syncs}
+    res: dict = {"weights_hash": pol.weights_hash(), "syncs_at_load": pol.backend.syncs,
+                 "nucleus": pol.backend.nucleus}
     out = pol.generate(msgs, n=4, seed=4)
     ckpt_hf = hf_logprobs(pol, out)
     res["resumed"] = agreement(out, ckpt_hf)

@@ -79,3 +79,32 @@ class NucleusSampler(LogitsProcessor):
         token = nucleus_draw(self.record.last, self.top_p)
         chosen = torch.full_like(scores, float("-inf"))
         return chosen.scatter_(1, token[:, None], 0.0)
+
+
+def nucleus_mask_(logits: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """vLLM's top-p filter (``apply_top_k_top_p_pytorch`` with no top-k) without its full-vocabulary sort:
+    every token outside its row's nucleus is set to -inf in place, and ``logits`` is returned.
+
+    The rule is vLLM's and transformers' (a token stays unless the tokens ranked below it hold at most
+    1 - p of the mass: the mass ranked strictly above it is below p; the top token always stays), found with
+    ``topk`` as ``nucleus`` finds it, k doubling until every row with p < 1 ends inside it; a row with
+    p >= 1 is left whole. A token tied with the row's last kept one stays (vLLM's sort would keep some of a
+    tie and not others), and the boundary mass is summed from the top (vLLM sums from the bottom): the kept
+    sets agree up to float rounding there. vLLM then draws from these logits with its own seeded noise."""
+    logprobs = logits.log_softmax(dim=-1, dtype=torch.float32)
+    vocab = logits.shape[-1]
+    narrowed = top_p < 1.0
+    if not bool(narrowed.any()):
+        return logits
+    k = min(FIRST_K, vocab)
+    while True:
+        top, _ = logprobs.topk(k, dim=-1)  # descending
+        above = torch.nn.functional.pad(torch.cumsum(top.exp(), dim=-1)[:, :-1], (1, 0))
+        keep = above < top_p[:, None].to(above.dtype)
+        keep[:, 0] = True
+        if k == vocab or not bool((keep[:, -1] & narrowed).any()):
+            break
+        k = min(2 * k, vocab)
+    last = top.gather(1, (keep.sum(dim=-1, keepdim=True) - 1))  # the smallest kept log-prob of each row
+    last = last.masked_fill(~narrowed[:, None], float("-inf"))
+    return logits.masked_fill_(logprobs < last, float("-inf"))

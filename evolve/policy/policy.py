@@ -9,6 +9,7 @@ from pathlib import Path
 from evolve.errors import EvolveError
 from evolve.policy.backends.base import VLLM_MISSING, require_vllm
 from evolve.policy.backends.registry import BACKENDS, NEEDS_VLLM, WEIGHTLESS
+from evolve.policy.backends.vllm_nucleus import VLLM_SORT
 from evolve.policy.sample import Sample
 from evolve.policy.spec import PolicySpec
 from evolve.policy.stats import UpdateStats
@@ -109,6 +110,7 @@ def load_policy(spec: PolicySpec, checkpoint_dir: str | Path | None = None) -> P
     import torch
 
     from evolve.policy.backends.hf import BATCH, HFBackend
+    from evolve.policy.backends.vllm_backend import VllmBackend
     from evolve.policy.model_io import (
         load_model,
         load_reference,
@@ -157,6 +159,10 @@ def load_policy(spec: PolicySpec, checkpoint_dir: str | Path | None = None) -> P
             backend.sampler = recorded.get("sampler", TRANSFORMERS)
             backend.prefill = recorded.get("prefill", BATCH)
         drawn = {"sampler": backend.sampler, "prefill": backend.prefill}
+    elif isinstance(backend, VllmBackend):  # its top-p filter (backends/vllm_nucleus.py)
+        if ckpt is not None:  # a checkpoint recording none was drawn with vLLM's own sort
+            backend.nucleus = recorded.get("nucleus", VLLM_SORT)
+        drawn = {"nucleus": backend.nucleus}
     policy.resolved = {"dtype": dtype, "threads": torch.get_num_threads(), "device": device,
                        "model_sha256": spec.model_sha256, **drawn}
     if ckpt is not None:

@@ -77,6 +77,19 @@ def test_top_p_logprobs_are_renormalised_over_the_nucleus(synced):
     assert a["mean_signed"] >= a["mean_abs"] - 2 * MEAN_TOL, a  # nearly every token is above, none far below
 
 
+def test_the_topk_nucleus_filter_draws_what_vllms_sort_draws(synced):
+    """backends/vllm_nucleus.py: the same seeded requests at top-p 0.8 through vLLM's full-vocabulary sort and
+    through the topk filter (which the engine really called, and only when chosen) draw the same tokens up to
+    float rounding at the nucleus boundary (on Qwen2.5-Coder-0.5B, 123 rows of ~216 tokens: 115 identical,
+    benchmarks/results/vllm_nucleus.json); a fresh CPU policy
+    records the topk filter and its checkpoint keeps it."""
+    _, _, res = synced
+    nucleus = res["nucleus"]
+    assert nucleus["filtered_steps"]["vllm-sort"] == 0 and nucleus["filtered_steps"]["nucleus-topk"] > 0, nucleus
+    assert nucleus["rows"] == 12 and nucleus["identical"] >= 9, nucleus
+    assert nucleus["recorded"] == res["saved_nucleus"] == "nucleus-topk", res
+
+
 def test_a_row_that_closed_its_code_block_stops_in_the_engine(synced):
     """stop_after_code_block on vLLM: a row ends at the token that closes its first ``` block (the HF
     backend's rule) inside the engine (forced eos, no steps spent past it), on the tokens it would have
@@ -103,6 +116,7 @@ def test_resume_pushes_the_checkpoint_into_the_engine(synced):
     back = scenario("resume", "--finetune", finetune, "--ckpt", str(ckpt))
     assert back["weights_hash"] == res["weights_hash"], (back, res)
     assert back["syncs_at_load"] == 1, back
+    assert back["nucleus"] == "vllm-sort", back  # its record removed: drawn as before the filter was recorded
     # the checkpoint is far from the base weights vLLM read from disk, and vLLM samples from the checkpoint
     assert back["checkpoint_vs_base_moved"] > 2 * MEAN_TOL, back
     assert within_tolerance(back["resumed"]), back

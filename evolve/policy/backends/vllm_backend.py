@@ -34,7 +34,8 @@ Also (CPU and CUDA): ``generation_config="vllm"``, so the model's hub generation
 repetition_penalty, say) are not applied, as the HF backend neutralises them; and the tokenizer's and
 the model's eos ids are passed as ``stop_token_ids``, the set the HF backend stops at; and
 ``stop_after_code_block`` is a logits processor in the engine (``vllm_code_block``), the row cut after
-generation by the HF backend's rule (``evolve.policy.code_block``).
+generation by the HF backend's rule (``evolve.policy.code_block``). On CPU the top-p filter is
+``vllm_nucleus``'s (vLLM's sorts the whole vocabulary every step), recorded per checkpoint.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ import os
 import socket
 
 from evolve.errors import EvolveError
+from evolve.policy.backends.vllm_nucleus import default_nucleus
+from evolve.policy.backends.vllm_nucleus import use as use_nucleus
 from evolve.policy.backends.weights import merged_named_params
 from evolve.policy.chat import encode_prompt, eos_ids
 from evolve.policy.code_block import code_block_end
@@ -186,6 +189,8 @@ class VllmBackend:
         self.eos = set(eos_ids(tokenizer, model))
         single_process_dist_env()
         self.on_cpu = device == "cpu"
+        # the top-p filter (vllm_nucleus): topk on a fresh CPU policy; load_policy puts a checkpoint's back
+        self.nucleus = default_nucleus(self.on_cpu)
         self.llm = LLM(**engine_kwargs(spec, model_path, engine_dtype(spec, model), on_cpu=self.on_cpu))
         self.syncs = 0  # how many times weights were pushed (tests and the GPU check read it)
         if model is not None:
@@ -194,6 +199,7 @@ class VllmBackend:
     def generate(self, prompts: list[list[dict]], n: int, seed: int) -> list[list[Sample]]:
         encoded = [encode_prompt(self.tokenizer, m) for m in prompts]
         params = sampling_params(self.spec, n, seed, self.eos)
+        use_nucleus(self.nucleus)
         outs = self.llm.generate([{"prompt_token_ids": ids} for _, ids in encoded], params, use_tqdm=False)
         return samples_from_outputs(self.tokenizer, encoded, outs, self.eos, self.spec.sampling.stop_after_code_block)
 
