@@ -1,0 +1,118 @@
+"""Issue 37 item 3: the headroom probe's arithmetic and candidates (benchmarks/headroom.py). The paired effect
+is checked against a slow reference, the demonstration sets against the loop's rules for a demonstration
+(passing, whole, short, one per task, its own task left out of the comparison), and a probe stopped on one
+machine continues on another from the results files alone."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import random
+import statistics
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("headroom_bench", REPO / "benchmarks" / "headroom.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _seed_components() -> dict:
+    return tomllib.loads((REPO / "prompts" / "humaneval.toml").read_text())["components"]
+
+
+def test_paired_effect_matches_a_slow_reference(bench):
+    rng = random.Random(3)
+    seed = {f"T{i}": [rng.random() < 0.5 for _ in range(3)] for i in range(40)}
+    cand = {t: [v if rng.random() < 0.8 else not v for v in vs] for t, vs in seed.items()}
+    cand["only-here"] = [True, True, True]  # a task the seed lacks is not compared
+    eff = bench.paired_effect(seed, cand, exclude=["T0", "T1"], family=10)
+    tasks = [f"T{i}" for i in range(2, 40)]
+    diffs = [statistics.mean(cand[t]) - statistics.mean(seed[t]) for t in tasks]
+    se = statistics.stdev(diffs) / len(diffs) ** 0.5
+    assert eff["tasks"] == 38
+    assert eff["diff"] == pytest.approx(statistics.mean(diffs), abs=1e-4)
+    assert eff["se"] == pytest.approx(se, abs=1e-4)
+    assert eff["ci95"][0] == pytest.approx(statistics.mean(diffs) - 1.96 * se, abs=2e-4)
+    # Bonferroni over 10 candidates: z = 2.807
+    assert eff["ci_family"][1] - eff["ci_family"][0] == pytest.approx(2 * 2.807 * se, abs=5e-4)
+    assert (eff["tasks_up"], eff["tasks_down"]) == (sum(d > 0 for d in diffs), sum(d < 0 for d in diffs))
+    same = sum(a == b for t in tasks for a, b in zip(seed[t], cand[t], strict=True)) / (3 * 38)
+    assert eff["same_verdict_share"] == pytest.approx(same, abs=1e-4)
+
+
+def test_a_task_missing_a_sample_is_left_out(bench):
+    records = [{"task_id": "A", "sample": 0, "passed": True}, {"task_id": "A", "sample": 1, "passed": False},
+               {"task_id": "B", "sample": 0, "passed": True}, {"task_id": "A", "sample": 2, "passed": True}]
+    assert bench.by_task(records, 2) == {"A": [True, False]}
+    assert bench.by_task(records, 1) == {"A": [True], "B": [True]}
+
+
+def test_request_seeds_are_shared_across_candidates_and_distinct_within_one(bench):
+    seeds = {bench.request_seed(0, t, s) for t in range(164) for s in range(16)}
+    assert len(seeds) == 164 * 16
+    assert bench.request_seed(1, 0, 0) not in seeds
+
+
+def test_the_reflector_lines_are_the_eleven_the_ablation_recorded(bench):
+    lines = bench.reflector_lines()
+    assert len(lines) == 11 and {src for src, _ in lines} == {"ablation_qwen_humaneval.json"}
+    cands = bench.line_candidates(_seed_components())
+    assert cands[0]["name"] == "seed" and cands[0]["components"] == _seed_components()
+    # every other candidate is the seed plus one line in the lessons component
+    for c in cands[1:]:
+        assert {k: v for k, v in c["components"].items() if k != "lessons"} == \
+            {k: v for k, v in _seed_components().items() if k != "lessons"}
+        assert c["components"]["lessons"].strip() and "\n" not in c["components"]["lessons"]
+    assert len({c["components"]["lessons"] for c in cands[1:]}) == len(cands) - 1
+
+
+def test_demonstrations_are_whole_passing_samples_of_other_tasks(bench):
+    tasks = bench.load_train_tasks()
+    by_id = {t.task_id: t for t in tasks}
+    long_code = "def f():\n" + "    x = 1\n" * 80
+    records = []
+    for i, t in enumerate(tasks[:12]):
+        records.append({"task_id": t.task_id, "sample": 0, "passed": i % 3 != 0, "truncated": i == 4,
+                        "completion": long_code if i == 5 else f"def {t.entry_point}():\n    return {i}\n"})
+    cands = bench.demo_candidates(_seed_components(), records, by_id, rng_seed=0)
+    assert len(cands) == bench.DEMO_SETS
+    used = [tid for c in cands for tid in c["exclude_tasks"]]
+    assert len(used) == len(set(used)) == bench.DEMO_SETS * bench.DEMOS_PER_SET
+    allowed = {r["task_id"] for r in records if r["passed"] and not r["truncated"] and r["completion"] != long_code
+               and len(by_id[r["task_id"]].meta.get("chat_user") or by_id[r["task_id"]].prompt) <= 600}
+    assert set(used) <= allowed
+    for c in cands:
+        for tid in c["exclude_tasks"]:
+            done = next(r for r in records if r["task_id"] == tid)
+            assert done["completion"].strip() in c["components"]["demos"]
+
+
+def test_a_stopped_probe_continues_on_a_new_machine(bench, tmp_path, monkeypatch):
+    results = tmp_path / "results"
+    results.mkdir()
+    monkeypatch.setattr(bench, "RESULTS_DIR", results)
+    monkeypatch.setattr(bench, "SAMPLES_GZ", results / "headroom_humaneval_samples.jsonl.gz")
+    frozen = [{"name": "seed", "kind": "seed", "source": "x", "components": {"system": "s"}},
+              {"name": "demos-0", "kind": "demos", "source": "y", "components": {"system": "s", "demos": "d"},
+               "exclude_tasks": ["HumanEval/0"]}]
+    (results / "headroom_humaneval.json").write_text(json.dumps({"results": {"frozen": frozen}}))
+    rows = [{"candidate": c, "task_id": f"HumanEval/{i}", "sample": 0, "passed": True}
+            for c in ("seed", "demos-0") for i in range(3)]
+    with gzip.open(results / "headroom_humaneval_samples.jsonl.gz", "wt") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    out = tmp_path / "runs"
+    out.mkdir()
+    assert bench.restore(out)
+    assert json.loads((out / "candidates.json").read_text()) == frozen
+    assert bench.read_records(out, "demos-0") == rows[3:]
+    assert not bench.restore(out)  # a folder with candidates of its own is never overwritten
