@@ -10,7 +10,9 @@ Every candidate is the seed prompt (prompts/humaneval.toml) plus one thing in on
   TypeMismatch 18%, SyntaxError 11%, TypeError 6%; issue 37), from the class names, not from any task;
 - ``demos``: verified demonstrations: the seed's own passing training samples as few-shot examples
   (evolve.prompt.demos.render_demos, the loop's renderer; one per task, whole, each field <= 600 characters,
-  as the loop's demo pool takes them). A demonstration's own task is left out of that candidate's comparison.
+  as the loop's demo pool takes them). A demonstration's own task is left out of that candidate's comparison;
+- ``demos-bare``: the same draw with each solution's extracted code instead of the whole fenced reply (the
+  loop never renders them so; measured once by mistake and kept as a contrast).
 
 Common random numbers: sample i of task t is one vLLM request seeded ``seed * 1_000_003 + 1000 * t + i`` under
 every candidate, so where a line leaves the logits nearly as they were the draw is the same, and the
@@ -64,6 +66,7 @@ HAND_LINES = (  # one per measured failure class, written from the class names
     ("typeerror", "Check the type of every argument you use as the docstring states it, and convert strings and "
                   "numbers explicitly where needed."),
 )
+KIND_ORDER = ("seed", "hand", "demos", "demos-bare", "reflector", "library")  # the order they are sampled in
 DEMO_SETS = 2
 DEMOS_PER_SET = 2
 DEMO_FIELD_CHARS = 600
@@ -113,26 +116,33 @@ def line_candidates(seed: dict[str, str]) -> list[dict]:
     return out
 
 
-def demo_candidates(seed: dict[str, str], seed_records: list[dict], tasks: dict, rng_seed: int) -> list[dict]:
+def demo_candidates(seed: dict[str, str], seed_records: list[dict], tasks: dict, rng_seed: int,
+                    bare: bool = False) -> list[dict]:
     """DEMO_SETS candidates of DEMOS_PER_SET demonstrations each, from the seed's passing samples (first
-    pass of a task, both fields whole and <= DEMO_FIELD_CHARS), the sets disjoint; each names its tasks."""
+    pass of a task, both fields whole and <= DEMO_FIELD_CHARS), the sets disjoint; each names its tasks.
+
+    A demonstration's solution is the model's whole reply, as the loop's demo pool takes it (a rollout's
+    ``completion`` is the raw reply: fenced, as the seed prompt asks). ``bare``: the code extracted from it
+    instead, unfenced (``demos-bare``; a contrast measured once by mistake and kept: see docs/headroom.md)."""
     from evolve.prompt.demos import render_demos
 
+    field = "completion" if bare else "text"
     pool, seen = [], set()
     for r in sorted(seed_records, key=lambda r: (int(r["task_id"].split("/")[1]), r["sample"])):
         if not r["passed"] or r["task_id"] in seen or r["truncated"]:
             continue
         inputs = tasks[r["task_id"]].meta.get("chat_user") or tasks[r["task_id"]].prompt
-        if len(inputs) > DEMO_FIELD_CHARS or len(r["completion"]) > DEMO_FIELD_CHARS:
+        if len(inputs) > DEMO_FIELD_CHARS or len(r[field]) > DEMO_FIELD_CHARS:
             continue
         seen.add(r["task_id"])
-        pool.append({"task_id": r["task_id"], "inputs": inputs, "output": r["completion"].strip()})
+        pool.append({"task_id": r["task_id"], "inputs": inputs, "output": r[field].strip()})
     random.Random(rng_seed).shuffle(pool)
+    kind = "demos-bare" if bare else "demos"
     out = []
     for k in range(DEMO_SETS):
         demos = pool[k * DEMOS_PER_SET:(k + 1) * DEMOS_PER_SET]
         if len(demos) == DEMOS_PER_SET:
-            out.append({"name": f"demos-{k}", "kind": "demos", "source": "seed samples " + ",".join(
+            out.append({"name": f"{kind}-{k}", "kind": kind, "source": "seed samples " + ",".join(
                 d["task_id"] for d in demos), "components": {**seed, "demos": render_demos(demos)},
                 "exclude_tasks": [d["task_id"] for d in demos]})
     return out
@@ -230,9 +240,21 @@ def all_candidates(seed: dict[str, str], tasks: list, args) -> list[dict]:
     cands = line_candidates(seed)
     seed_records = read_records(args.out_dir, "seed")
     if seed_records:
-        cands += demo_candidates(seed, seed_records, {t.task_id: t for t in tasks}, args.seed)
-    order = {"seed": 0, "hand": 1, "demos": 2, "reflector": 3, "library": 4}
-    return sorted(cands, key=lambda c: order[c["kind"]])
+        by_id = {t.task_id: t for t in tasks}
+        cands += demo_candidates(seed, seed_records, by_id, args.seed)
+        cands += demo_candidates(seed, seed_records, by_id, args.seed, bare=True)
+    return sorted(cands, key=lambda c: KIND_ORDER.index(c["kind"]))
+
+
+def frozen_candidates(seed: dict[str, str], tasks: list, args) -> list[dict]:
+    """The candidates of the first run, as it froze them (the demonstration sets are drawn from its seed
+    samples), then any candidate this code defines that they lack, in the same order."""
+    path = args.out_dir / "candidates.json"
+    frozen = json.loads(path.read_text()) if path.exists() else []
+    names = {c["name"] for c in frozen}
+    cands = frozen + [c for c in all_candidates(seed, tasks, args) if c["name"] not in names]
+    path.write_text(json.dumps(cands, indent=1))
+    return cands
 
 
 def run(args) -> None:
@@ -254,11 +276,9 @@ def run(args) -> None:
     llm = LLM(**engine_kwargs(spec, path, engine_dtype(spec, None), on_cpu=True))
     with ChatVerifier(Verifier(load_pipeline(str(PIPELINE)), jobs=2)) as verifier:
         sample_and_grade(llm, tok, spec, verifier, line_candidates(seed)[0], tasks, args)
-        # Frozen at the first run: the demonstration sets are drawn from the seed's samples of that run, so
-        # a later run with more samples a task measures the same candidates.
-        frozen = args.out_dir / "candidates.json"
-        cands = json.loads(frozen.read_text()) if frozen.exists() else all_candidates(seed, tasks, args)
-        frozen.write_text(json.dumps(cands, indent=1))
+        # Frozen at the first run, so a later run with more samples a task measures the same candidates.
+        cands = frozen_candidates(seed, tasks, args)
+        cands = sorted(cands, key=lambda c: KIND_ORDER.index(c["kind"]))
         for cand in cands:
             if args.kinds and cand["kind"] not in args.kinds:
                 continue
@@ -313,10 +333,10 @@ def summarize(args) -> None:
                "above_family": sum(r["ci_family"][0] > 0 for r in rows),
                "below_family": sum(r["ci_family"][1] < 0 for r in rows),
                "median_se_points": round(100 * sorted(r["se"] for r in rows)[len(rows) // 2], 1) if rows else 0.0}
-    for kind in ("hand", "demos", "reflector", "library"):
+    for kind in KIND_ORDER[1:]:
         ks = [r["diff"] for r in rows if r["kind"] == kind]
         if ks:
-            figures[f"{kind}_mean_diff_points"] = round(100 * sum(ks) / len(ks), 1)
+            figures[f"{kind.replace('-', '_')}_mean_diff_points"] = round(100 * sum(ks) / len(ks), 1)
     with gzip.open(SAMPLES_GZ, "wt") as f:
         for c in cands:
             for r in records[c["name"]]:

@@ -82,19 +82,23 @@ def test_demonstrations_are_whole_passing_samples_of_other_tasks(bench):
     long_code = "def f():\n" + "    x = 1\n" * 80
     records = []
     for i, t in enumerate(tasks[:12]):
+        code = long_code if i == 5 else f"def {t.entry_point}():\n    return {i}\n"
         records.append({"task_id": t.task_id, "sample": 0, "passed": i % 3 != 0, "truncated": i == 4,
-                        "completion": long_code if i == 5 else f"def {t.entry_point}():\n    return {i}\n"})
-    cands = bench.demo_candidates(_seed_components(), records, by_id, rng_seed=0)
-    assert len(cands) == bench.DEMO_SETS
-    used = [tid for c in cands for tid in c["exclude_tasks"]]
-    assert len(used) == len(set(used)) == bench.DEMO_SETS * bench.DEMOS_PER_SET
+                        "completion": code, "text": f"Here it is.\n```python\n{code}```"})
     allowed = {r["task_id"] for r in records if r["passed"] and not r["truncated"] and r["completion"] != long_code
                and len(by_id[r["task_id"]].meta.get("chat_user") or by_id[r["task_id"]].prompt) <= 600}
-    assert set(used) <= allowed
-    for c in cands:
-        for tid in c["exclude_tasks"]:
-            done = next(r for r in records if r["task_id"] == tid)
-            assert done["completion"].strip() in c["components"]["demos"]
+    for bare, field, kind in ((False, "text", "demos"), (True, "completion", "demos-bare")):
+        cands = bench.demo_candidates(_seed_components(), records, by_id, rng_seed=0, bare=bare)
+        assert len(cands) == bench.DEMO_SETS and {c["kind"] for c in cands} == {kind}
+        used = [tid for c in cands for tid in c["exclude_tasks"]]
+        assert len(used) == len(set(used)) == bench.DEMO_SETS * bench.DEMOS_PER_SET
+        assert set(used) <= allowed
+        for c in cands:
+            for tid in c["exclude_tasks"]:
+                done = next(r for r in records if r["task_id"] == tid)
+                assert done[field].strip() in c["components"]["demos"]
+            # the loop's demonstrations are the whole reply, fenced as the prompt asks; bare ones are not
+            assert ("Solution:\nHere it is.\n```python" in c["components"]["demos"]) is (not bare)
 
 
 def test_a_stopped_probe_continues_on_a_new_machine(bench, tmp_path, monkeypatch):
@@ -116,3 +120,26 @@ def test_a_stopped_probe_continues_on_a_new_machine(bench, tmp_path, monkeypatch
     assert json.loads((out / "candidates.json").read_text()) == frozen
     assert bench.read_records(out, "demos-0") == rows[3:]
     assert not bench.restore(out)  # a folder with candidates of its own is never overwritten
+
+
+def test_a_frozen_candidate_keeps_its_text_and_new_ones_are_added(bench, tmp_path):
+    from types import SimpleNamespace
+
+    tasks = bench.load_train_tasks()
+    seed = _seed_components()
+    args = SimpleNamespace(out_dir=tmp_path, seed=0)
+    frozen = [{"name": "seed", "kind": "seed", "source": "x", "components": seed},
+              {"name": "hand-typemismatch", "kind": "hand", "source": "an older wording",
+               "components": {**seed, "lessons": "an older wording"}}]
+    (tmp_path / "candidates.json").write_text(json.dumps(frozen))
+    rows = [{"task_id": t.task_id, "sample": 0, "passed": True, "truncated": False,
+             "completion": f"def {t.entry_point}():\n    return 1\n",
+             "text": f"```python\ndef {t.entry_point}():\n    return 1\n```"} for t in tasks[:10]]
+    (tmp_path / "seed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cands = bench.frozen_candidates(seed, tasks, args)
+    by_name = {c["name"]: c for c in cands}
+    assert cands[:2] == frozen  # kept as frozen, first
+    assert by_name["hand-typemismatch"]["components"]["lessons"] == "an older wording"
+    assert {"demos-0", "demos-1", "demos-bare-0", "demos-bare-1", "reflector-00", "library-00"} <= set(by_name)
+    assert len(by_name) == len(cands)
+    assert json.loads((tmp_path / "candidates.json").read_text()) == cands
