@@ -322,9 +322,16 @@ def summarize(args) -> None:
     rows.sort(key=lambda r: -r["diff"])
     seed_fails = Counter(r["error_class"] for r in records["seed"] if not r["passed"] and r["sample"] < args.samples)
     seed_pass = sum(sum(v) / len(v) for v in seed_tasks.values()) / len(seed_tasks)
+    # The seed's pass@1 in each draw it has (sample index i of every problem): how far one draw of the
+    # reference moves on its own, an offset every candidate's comparison shares.
+    draws = sorted({r["sample"] for r in records["seed"]})
+    seed_draws = [round(sum(r["passed"] for r in records["seed"] if r["sample"] == i)
+                        / sum(r["sample"] == i for r in records["seed"]), 4) for i in draws]
     best = rows[0] if rows else None
     figures = {"tasks": len(seed_tasks), "samples_per_task": args.samples, "candidates": len(rows),
                "seed_pass1": round(seed_pass, 4),
+               "seed_pass1_other_draws_mean": round(sum(seed_draws[args.samples:]) / len(seed_draws[args.samples:]), 4)
+               if len(seed_draws) > args.samples else seed_pass,
                "best_candidate": best["name"] if best else "",
                "best_diff_points": round(100 * best["diff"], 1) if best else 0.0,
                "best_ci95_low_points": round(100 * best["ci95"][0], 1) if best else 0.0,
@@ -342,7 +349,8 @@ def summarize(args) -> None:
             for r in records[c["name"]]:
                 f.write(json.dumps(r) + "\n")
     write_results(RESULTS_NAME, args={**{k: str(v) for k, v in vars(args).items()}},
-                  results={"candidates": rows, "frozen": cands, "seed_failure_classes": dict(seed_fails.most_common()),
+                  results={"candidates": rows, "frozen": cands, "seed_pass1_by_draw": seed_draws,
+                           "seed_failure_classes": dict(seed_fails.most_common()),
                            "method": "paired per-task difference of pass shares against the seed, common random "
                                      "numbers (one seeded request per task and sample index under every candidate), "
                                      "normal intervals over tasks; family = Bonferroni over the candidates"},

@@ -308,6 +308,7 @@ LABELS: dict[str, dict[str, str]] = {
         "samples_per_task": "samples a problem under every candidate",
         "candidates": "candidates measured",
         "seed_pass1": "the seed prompt's pass@1",
+        "seed_pass1_other_draws_mean": "  the seed's pass@1 in its further draws (fresh seeds; the reference's own noise)",
         "best_candidate": "the candidate with the largest difference",
         "best_diff_points": "  its difference from the seed, points",
         "best_ci95_low_points": "  95% interval, low",
