@@ -62,10 +62,8 @@ HEADLINE = [
     ("humaneval_grading", "false_pass_share",
      "  real Qwen samples passing HumanEval's tests that the added tests reject (0 of 269)"),
     ("headroom_humaneval", ("best_diff_points", "best_ci95_low_points", "best_ci95_high_points"),
-     "the 0.5B's best one-line or demonstration change to the seed prompt, 123 training problems, points [95%]"),
-    ("headroom_humaneval", "above_family", "  candidates better than the seed at 95% family-wise (Bonferroni)"),
+     "headroom probe: the 0.5B's best one-line or demonstration change to the seed prompt (123 training problems), points [95%]"),
     ("grpo_step", "update_ratio_vs_trl_8x8", "GRPO update, 8 prompts × 8, evolve ÷ TRL (time)"),
-    ("vllm_nucleus", "speedup", "vLLM CPU sampling, topk top-p filter ÷ vLLM's sort (Qwen 0.5B, 123 rows)"),
     ("loop_throughput", "fast_vs_today",
      "0.5B coupled generation, learning rollouts/h: vLLM 8×8 one request ÷ today's (1 gen each, load 3–13)"),
 ]
