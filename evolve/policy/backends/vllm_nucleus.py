@@ -1,9 +1,10 @@
 """vLLM's CPU top-p filter without its full-vocabulary sort (issue 36).
 
 vLLM 0.32's CPU sampler (``TopKTopPSampler.forward_cpu``) filters top-p with
-``apply_top_k_top_p_pytorch``, which sorts every row's whole vocabulary at every step: for 123 rows of
-Qwen's 151,936 tokens that was ~1.7 s a step on 2 cores, beside a model forward of well under a second
-(the HF backend had the same cost in transformers' warper: ``evolve.policy.nucleus``). Here the filter is
+``apply_top_k_top_p_pytorch``, which sorts every row's whole vocabulary (Qwen's: 151,936 tokens) at every
+step; without that sort 123 seeded rows of the 0.5B took 204 s instead of 304 s on 2 cores
+(benchmarks/results/vllm_nucleus.json; the HF backend had the same cost in transformers' warper:
+``evolve.policy.nucleus``, whose k-doubling search this repeats for per-row p). Here the filter is
 ``nucleus_mask_`` (topk, k doubling); vLLM's own seeded Gumbel draw then runs unchanged on the filtered
 logits, so a seed draws the same tokens as with the sort, up to float rounding at the nucleus boundary.
 
