@@ -152,6 +152,18 @@ def request_seed(seed: int, task_index: int, sample: int) -> int:
     return seed * 1_000_003 + 1000 * task_index + sample
 
 
+def loop_draw(spec, eos, seed: int):
+    """One seeded sample as the loop draws it (the spec's temperature, top-p and budget, top-k and repetition
+    penalty off, the code-block stop): vLLM's SamplingParams."""
+    from vllm import SamplingParams
+
+    from evolve.policy.backends.vllm_code_block import EXTRA_ARG
+
+    s = spec.sampling
+    return SamplingParams(n=1, seed=seed, temperature=s.temperature, top_p=s.top_p, top_k=0, repetition_penalty=1.0,
+                          max_tokens=s.max_new_tokens, stop_token_ids=sorted(eos), extra_args={EXTRA_ARG: min(eos)})
+
+
 def records_path(out_dir: Path, name: str) -> Path:
     return out_dir / f"{name}.jsonl"
 
@@ -163,10 +175,7 @@ def read_records(out_dir: Path, name: str) -> list[dict]:
 
 def sample_and_grade(llm, tok, spec, verifier, cand: dict, tasks: list, args) -> None:
     """Samples the (task, sample) pairs ``cand`` lacks in one engine call, grades them, appends the records."""
-    from vllm import SamplingParams
-
     from evolve.env.render import render_messages
-    from evolve.policy.backends.vllm_code_block import EXTRA_ARG
     from evolve.policy.chat import eos_ids, render_prompt
     from evolve.verification.model_reply import extract
 
@@ -175,12 +184,10 @@ def sample_and_grade(llm, tok, spec, verifier, cand: dict, tasks: list, args) ->
     todo = [(i, t, s) for i, t in enumerate(tasks) for s in range(args.samples) if (t.task_id, s) not in done]
     if not todo:
         return
-    eos, s = eos_ids(tok), spec.sampling
+    eos = eos_ids(tok)
     prompts = {t.task_id: tok(render_prompt(tok, render_messages(cand["components"], t)),
                               add_special_tokens=False)["input_ids"] for _, t, _ in todo}
-    params = [SamplingParams(n=1, seed=request_seed(args.seed, i, k), temperature=s.temperature, top_p=s.top_p,
-                             top_k=0, repetition_penalty=1.0, max_tokens=s.max_new_tokens,
-                             stop_token_ids=sorted(eos), extra_args={EXTRA_ARG: min(eos)}) for i, _, k in todo]
+    params = [loop_draw(spec, eos, request_seed(args.seed, i, k)) for i, _, k in todo]
     from evolve.policy.backends import vllm_nucleus
 
     vllm_nucleus.use(args.nucleus)
@@ -192,10 +199,10 @@ def sample_and_grade(llm, tok, spec, verifier, cand: dict, tasks: list, args) ->
     verdicts = verifier.verify_batch([(t, x) for (_, t, _), x in zip(todo, texts, strict=True)])
     grade_s = time.perf_counter() - t1
     with out.open("a") as f:
-        for (_, t, k), o, text, v in zip(todo, outs, texts, verdicts, strict=True):
+        for (i, t, k), o, text, v in zip(todo, outs, texts, verdicts, strict=True):
             c = o.outputs[0]
             f.write(json.dumps({"candidate": cand["name"], "task_id": t.task_id, "sample": k,
-                                "seed": request_seed(args.seed, tasks.index(t), k), "prompt_tokens": len(prompts[t.task_id]),
+                                "seed": request_seed(args.seed, i, k), "prompt_tokens": len(prompts[t.task_id]),
                                 "text": text, "completion": extract(text, t.entry_point).code,
                                 "new_tokens": len(c.token_ids), "truncated": c.finish_reason == "length",
                                 "passed": bool(v.passed), "error_class": v.error_class, "nucleus": args.nucleus}) + "\n")

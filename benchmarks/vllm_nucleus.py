@@ -32,13 +32,12 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=123)
     ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
-    from headroom import SEED_PROMPT, load_train_tasks, request_seed
+    from headroom import SEED_PROMPT, load_train_tasks, loop_draw, request_seed
     from humaneval_sample import load_spec
 
     from evolve.env.render import render_messages
     from evolve.policy.backends import vllm_nucleus
     from evolve.policy.backends.vllm_backend import engine_dtype, engine_kwargs, single_process_dist_env
-    from evolve.policy.backends.vllm_code_block import EXTRA_ARG
     from evolve.policy.chat import eos_ids, render_prompt
     from evolve.policy.model_io import load_tokenizer, resolve_model_path
 
@@ -46,17 +45,15 @@ def main() -> None:
     path = resolve_model_path(spec)
     tok = load_tokenizer(path)
     single_process_dist_env()
-    from vllm import LLM, SamplingParams
+    from vllm import LLM
 
     llm = LLM(**engine_kwargs(spec, path, engine_dtype(spec, None), on_cpu=True))
     seed = tomllib.loads(SEED_PROMPT.read_text())["components"]
     tasks = load_train_tasks()[:args.tasks]
     prompts = [{"prompt_token_ids": tok(render_prompt(tok, render_messages(seed, t)), add_special_tokens=False)["input_ids"]}
                for t in tasks]
-    eos, s = eos_ids(tok), spec.sampling
-    params = [SamplingParams(n=1, seed=request_seed(0, i, 0), temperature=s.temperature, top_p=s.top_p, top_k=0,
-                             repetition_penalty=1.0, max_tokens=s.max_new_tokens, stop_token_ids=sorted(eos),
-                             extra_args={EXTRA_ARG: min(eos)}) for i in range(len(tasks))]
+    eos = eos_ids(tok)
+    params = [loop_draw(spec, eos, request_seed(0, i, 0)) for i in range(len(tasks))]
     walls: dict[str, list[float]] = {vllm_nucleus.TOPK: [], vllm_nucleus.VLLM_SORT: []}
     draws: dict[str, list[list[int]]] = {}
     tokens: dict[str, int] = {}
