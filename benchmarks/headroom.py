@@ -43,6 +43,8 @@ import sys
 import time
 import tomllib
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,10 +68,61 @@ HAND_LINES = (  # one per measured failure class, written from the class names
     ("typeerror", "Check the type of every argument you use as the docstring states it, and convert strings and "
                   "numbers explicitly where needed."),
 )
-KIND_ORDER = ("seed", "hand", "demos", "demos-bare", "reflector", "library")  # the order they are sampled in
+KIND_ORDER = ("seed", "system", "hand", "demos", "demos-bare", "reflector", "library")  # the order they are sampled in
 DEMO_SETS = 2
 DEMOS_PER_SET = 2
 DEMO_FIELD_CHARS = 600
+CODEIO_TASKS = REPO / "runs" / "codeio" / "tasks.jsonl"  # scripts/build_codeio.py --problems 600 --seed 0
+# CodeI/O: lines written from its reply classes (NoAnswer, AnswerNotJson, WrongAnswer) and the budget, before
+# any sample was read; and reasoning-gym's other system prompts (reasoning_gym/utils.py), whole.
+CODEIO_HAND_LINES = (
+    ("answer-tags", "End your reply with the final answer between <answer> and </answer>, and write nothing after it."),
+    ("json-only", "Inside the answer tags write only the JSON value: double-quoted strings, true, false and null in "
+                  "lower case, no Python syntax, no comments."),
+    ("trace-code", "Work out the answer by tracing the reference code step by step on the given values, writing down "
+                   "each variable as it changes."),
+    ("brief", "Keep your reasoning short: at most ten lines before the answer."),
+    ("input-keys", "When asked for an input, answer with a JSON object whose keys are exactly the input variable "
+                   "names, and choose simple values that produce the given output."),
+    ("exact-numbers", "Give every number with the full precision the code would compute; do not round."),
+)
+CODEIO_SYSTEM_PROMPTS = (
+    ("simple", "You are a helpful assistant that answers questions accurately and concisely. When asked to solve a "
+               "problem, show your work step by step. Provide your final answer between <answer> and </answer> tags."),
+    ("direct", "Answer the question directly. Provide your answer between <answer> and </answer> tags. Do not return "
+               "any preamble, explanation, or reasoning."),
+    ("chain-of-draft", "Think step by step, but only keep a minimum draft for each thinking step, with 5 words at "
+                       "most. Return the answer at the end of the response enclosed in <answer> </answer> tags."),
+)
+
+
+@dataclass(frozen=True)
+class Suite:
+    """What the probe measures on: tasks, seed prompt, grading, candidates and the draw's budget and stop."""
+
+    name: str
+    results_name: str
+    seed_prompt: Path
+    pipeline: Path
+    load_train: Callable[[], list]
+    lines: Callable[[dict], list[dict]]  # the seed and every line (or system) candidate
+    demos: bool  # demonstration sets from the seed's passing samples
+    max_new_tokens: int | None = None  # None: the policy spec's (the loop's 384)
+    stop: tuple[str, ...] = ()  # stop strings; () = the loop's code-block stop
+
+    @property
+    def samples_gz(self) -> Path:
+        return RESULTS_DIR / f"{self.results_name}_samples.jsonl.gz"
+
+    def extract(self, text: str, task) -> str:
+        """What the verifier judged: the code of a chat reply, or a json-answer's answer span."""
+        if task.meta.get("reply_format") == "json-answer":
+            from evolve.verification.json_answer import answer_span
+
+            return answer_span(text) or ""
+        from evolve.verification.model_reply import extract
+
+        return extract(text, task.entry_point).code
 
 
 def load_train_tasks() -> list:
@@ -77,6 +130,26 @@ def load_train_tasks() -> list:
     from evolve.gym.chat import load_chat_suite
 
     return sorted(load_chat_suite("humaneval-chat", 0, 0.25)["train"], key=lambda t: int(t.task_id.split("/")[1]))
+
+
+def load_codeio_train() -> list:
+    """The training split (split seed 0, a quarter held out, as the loop splits a task file) of the built
+    CodeI/O tasks, in task-id order."""
+    from evolve.env.task_source import load_task_source
+
+    if not CODEIO_TASKS.is_file():
+        sys.exit(f"error: {CODEIO_TASKS} missing: .venv/bin/python scripts/build_codeio.py --problems 600 --seed 0")
+    return sorted(load_task_source(str(CODEIO_TASKS), 0, 0.25).splits()["train"], key=lambda t: t.task_id)
+
+
+def codeio_candidates(seed: dict[str, str]) -> list[dict]:
+    """The seed, a line per CODEIO_HAND_LINES, and reasoning-gym's other system prompts in place of the seed's."""
+    out = [{"name": "seed", "kind": "seed", "source": "prompts/codeio.toml", "components": seed}]
+    out += [{"name": f"system-{tag}", "kind": "system", "source": "reasoning_gym/utils.py SYSTEM_PROMPTS",
+             "components": {**seed, "system": text}} for tag, text in CODEIO_SYSTEM_PROMPTS]
+    out += [{"name": f"hand-{tag}", "kind": "hand", "source": "benchmarks/headroom.py",
+             "components": {**seed, "lessons": line}} for tag, line in CODEIO_HAND_LINES]
+    return out
 
 
 def reflector_lines() -> list[tuple[str, str]]:
@@ -152,16 +225,20 @@ def request_seed(seed: int, task_index: int, sample: int) -> int:
     return seed * 1_000_003 + 1000 * task_index + sample
 
 
-def loop_draw(spec, eos, seed: int):
+def loop_draw(spec, eos, seed: int, suite: Suite | None = None):
     """One seeded sample as the loop draws it (the spec's temperature, top-p and budget, top-k and repetition
-    penalty off, the code-block stop): vLLM's SamplingParams."""
+    penalty off, the code-block stop): vLLM's SamplingParams. A suite with stop strings stops at them instead
+    (CodeI/O: ``</answer>``, kept in the reply) and may set its own budget."""
     from vllm import SamplingParams
 
     from evolve.policy.backends.vllm_code_block import EXTRA_ARG
 
     s = spec.sampling
-    return SamplingParams(n=1, seed=seed, temperature=s.temperature, top_p=s.top_p, top_k=0, repetition_penalty=1.0,
-                          max_tokens=s.max_new_tokens, stop_token_ids=sorted(eos), extra_args={EXTRA_ARG: min(eos)})
+    common = dict(n=1, seed=seed, temperature=s.temperature, top_p=s.top_p, top_k=0, repetition_penalty=1.0,
+                  max_tokens=(suite and suite.max_new_tokens) or s.max_new_tokens, stop_token_ids=sorted(eos))
+    if suite and suite.stop:
+        return SamplingParams(**common, stop=list(suite.stop), include_stop_str_in_output=True)
+    return SamplingParams(**common, extra_args={EXTRA_ARG: min(eos)})
 
 
 def records_path(out_dir: Path, name: str) -> Path:
@@ -177,7 +254,6 @@ def sample_and_grade(llm, tok, spec, verifier, cand: dict, tasks: list, args) ->
     """Samples the (task, sample) pairs ``cand`` lacks in one engine call, grades them, appends the records."""
     from evolve.env.render import render_messages
     from evolve.policy.chat import eos_ids, render_prompt
-    from evolve.verification.model_reply import extract
 
     out = records_path(args.out_dir, cand["name"])
     done = {(r["task_id"], r["sample"]) for r in read_records(args.out_dir, cand["name"])}
@@ -187,7 +263,7 @@ def sample_and_grade(llm, tok, spec, verifier, cand: dict, tasks: list, args) ->
     eos = eos_ids(tok)
     prompts = {t.task_id: tok(render_prompt(tok, render_messages(cand["components"], t)),
                               add_special_tokens=False)["input_ids"] for _, t, _ in todo}
-    params = [loop_draw(spec, eos, request_seed(args.seed, i, k)) for i, _, k in todo]
+    params = [loop_draw(spec, eos, request_seed(args.seed, i, k), args.suite) for i, _, k in todo]
     from evolve.policy.backends import vllm_nucleus
 
     vllm_nucleus.use(args.nucleus)
@@ -203,7 +279,7 @@ def sample_and_grade(llm, tok, spec, verifier, cand: dict, tasks: list, args) ->
             c = o.outputs[0]
             f.write(json.dumps({"candidate": cand["name"], "task_id": t.task_id, "sample": k,
                                 "seed": request_seed(args.seed, i, k), "prompt_tokens": len(prompts[t.task_id]),
-                                "text": text, "completion": extract(text, t.entry_point).code,
+                                "text": text, "completion": args.suite.extract(text, t),
                                 "new_tokens": len(c.token_ids), "truncated": c.finish_reason == "length",
                                 "passed": bool(v.passed), "error_class": v.error_class, "nucleus": args.nucleus}) + "\n")
     toks = sum(len(o.outputs[0].token_ids) for o in outs)
@@ -244,9 +320,9 @@ def paired_effect(seed: dict[str, list[bool]], cand: dict[str, list[bool]], excl
 
 def all_candidates(seed: dict[str, str], tasks: list, args) -> list[dict]:
     """Line candidates, then the demonstration sets once the seed's samples exist."""
-    cands = line_candidates(seed)
+    cands = args.suite.lines(seed)
     seed_records = read_records(args.out_dir, "seed")
-    if seed_records:
+    if seed_records and args.suite.demos:
         by_id = {t.task_id: t for t in tasks}
         cands += demo_candidates(seed, seed_records, by_id, args.seed)
         cands += demo_candidates(seed, seed_records, by_id, args.seed, bare=True)
@@ -270,10 +346,11 @@ def run(args) -> None:
     from evolve.policy.backends.vllm_backend import engine_dtype, engine_kwargs, single_process_dist_env
     from evolve.policy.model_io import load_tokenizer, resolve_model_path
     from evolve.verification import Verifier, load_pipeline
-    from evolve.verification.model_reply import ChatVerifier
+    from evolve.verification.reply_verifier import ReplyVerifier
 
-    tasks = load_train_tasks()
-    seed = tomllib.loads(SEED_PROMPT.read_text())["components"]
+    suite = args.suite
+    tasks = suite.load_train()
+    seed = tomllib.loads(suite.seed_prompt.read_text())["components"]
     spec = load_spec(args.model, args.kv_gib)
     path = resolve_model_path(spec)
     tok = load_tokenizer(path)
@@ -281,8 +358,8 @@ def run(args) -> None:
     from vllm import LLM
 
     llm = LLM(**engine_kwargs(spec, path, engine_dtype(spec, None), on_cpu=True))
-    with ChatVerifier(Verifier(load_pipeline(str(PIPELINE)), jobs=2)) as verifier:
-        sample_and_grade(llm, tok, spec, verifier, line_candidates(seed)[0], tasks, args)
+    with ReplyVerifier(Verifier(load_pipeline(str(suite.pipeline)), jobs=2)) as verifier:
+        sample_and_grade(llm, tok, spec, verifier, suite.lines(seed)[0], tasks, args)
         # Frozen at the first run, so a later run with more samples a task measures the same candidates.
         cands = frozen_candidates(seed, tasks, args)
         cands = sorted(cands, key=lambda c: KIND_ORDER.index(c["kind"]))
@@ -292,19 +369,24 @@ def run(args) -> None:
             sample_and_grade(llm, tok, spec, verifier, cand, tasks, args)
 
 
-RESULTS_NAME = "headroom_humaneval"
-SAMPLES_GZ = RESULTS_DIR / f"{RESULTS_NAME}_samples.jsonl.gz"
+HUMANEVAL = Suite("humaneval", "headroom_humaneval", SEED_PROMPT, PIPELINE, load_train_tasks, line_candidates,
+                  demos=True)
+# CodeI/O: reasoning-gym's templates ask for thinking first; 512 new tokens (the loop's 384 is for code).
+CODEIO = Suite("codeio", "headroom_codeio", REPO / "prompts" / "codeio.toml", REPO / "verifiers" / "codeio.toml",
+               load_codeio_train, codeio_candidates, demos=False, max_new_tokens=512, stop=("</answer>",))
+SUITES = {s.name: s for s in (HUMANEVAL, CODEIO)}
 
 
-def restore(out_dir: Path) -> bool:
+def restore(out_dir: Path, suite: Suite = HUMANEVAL) -> bool:
     """A new machine continues the probe: the frozen candidates and every record come back from the results
     file and its samples file into ``out_dir`` (only when it holds no candidates yet)."""
-    results = RESULTS_DIR / f"{RESULTS_NAME}.json"
-    if (out_dir / "candidates.json").exists() or not results.exists() or not SAMPLES_GZ.exists():
+    results = RESULTS_DIR / f"{suite.results_name}.json"
+    samples_gz = suite.samples_gz
+    if (out_dir / "candidates.json").exists() or not results.exists() or not samples_gz.exists():
         return False
     (out_dir / "candidates.json").write_text(json.dumps(json.loads(results.read_text())["results"]["frozen"], indent=1))
     lines: dict[str, list[str]] = {}
-    with gzip.open(SAMPLES_GZ, "rt") as f:
+    with gzip.open(samples_gz, "rt") as f:
         for line in f:
             lines.setdefault(json.loads(line)["candidate"], []).append(line)
     for name, rows in lines.items():
@@ -351,11 +433,16 @@ def summarize(args) -> None:
         ks = [r["diff"] for r in rows if r["kind"] == kind]
         if ks:
             figures[f"{kind.replace('-', '_')}_mean_diff_points"] = round(100 * sum(ks) / len(ks), 1)
-    with gzip.open(SAMPLES_GZ, "wt") as f:
+    with gzip.open(args.suite.samples_gz, "wt") as f:
         for c in cands:
             for r in records[c["name"]]:
                 f.write(json.dumps(r) + "\n")
-    write_results(RESULTS_NAME, args={**{k: str(v) for k, v in vars(args).items()}},
+    recorded = {k: v.name if isinstance(v, Suite) else str(v) for k, v in vars(args).items()}
+    if args.suite is CODEIO:  # the built task file a later machine must rebuild identically
+        import hashlib
+
+        recorded["task_file_sha256"] = hashlib.sha256(CODEIO_TASKS.read_bytes()).hexdigest()
+    write_results(args.suite.results_name, args=recorded,
                   results={"candidates": rows, "frozen": cands, "seed_pass1_by_draw": seed_draws,
                            "seed_failure_classes": dict(seed_fails.most_common()),
                            "method": "paired per-task difference of pass shares against the seed, common random "
@@ -370,6 +457,7 @@ def summarize(args) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--suite", choices=sorted(SUITES), default="humaneval")
     ap.add_argument("--model", choices=("0.5b", "1.5b"), default="0.5b")
     ap.add_argument("--samples", type=int, default=2, help="samples a task under every candidate (raise to narrow)")
     ap.add_argument("--seed", type=int, default=0)
@@ -382,9 +470,11 @@ def main() -> None:
     ap.add_argument("--summarize-only", action="store_true")
     ap.add_argument("--out-dir", type=Path, default=None)
     args = ap.parse_args()
-    args.out_dir = args.out_dir or REPO / "runs" / "headroom" / args.model
+    args.suite = SUITES[args.suite]
+    sub = args.model if args.suite is HUMANEVAL else f"{args.suite.name}-{args.model}"
+    args.out_dir = args.out_dir or REPO / "runs" / "headroom" / sub
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    if restore(args.out_dir):
+    if restore(args.out_dir, args.suite):
         print(f"headroom: restored the frozen candidates and records into {args.out_dir}")
     if not args.summarize_only:
         run(args)

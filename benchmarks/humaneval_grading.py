@@ -54,9 +54,9 @@ def read_records(pattern: str) -> list[dict]:
 
 def sandbox_verdicts(pipeline: str | None, tasks: dict, pairs: list) -> list:
     from evolve.verification import Verifier, load_pipeline
-    from evolve.verification.model_reply import ChatVerifier
+    from evolve.verification.reply_verifier import ReplyVerifier
 
-    with ChatVerifier(Verifier(load_pipeline(pipeline) if pipeline else None, jobs=2)) as v:
+    with ReplyVerifier(Verifier(load_pipeline(pipeline) if pipeline else None, jobs=2)) as v:
         return v.verify_batch([(tasks[t], text) for t, text in pairs])
 
 

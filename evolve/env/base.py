@@ -44,7 +44,7 @@ class EpisodeState:
 
 
 class Verifying(Protocol):
-    """A verifier (``evolve.verification.Verifier`` or ``ChatVerifier``)."""
+    """A verifier (``evolve.verification.Verifier`` or ``ReplyVerifier``)."""
 
     def verify_batch(self, pairs: list[tuple[Task, str]]) -> list[VerifyResult]: ...
 

@@ -32,9 +32,9 @@ class SuiteEnv:
     def wrap_verifier(self, verifier: Verifying) -> Verifying:
         if not self.chat:
             return verifier
-        from evolve.verification.model_reply import ChatVerifier
+        from evolve.verification.reply_verifier import ReplyVerifier
 
-        return ChatVerifier(verifier)
+        return ReplyVerifier(verifier)
 
     def respond(self, verifier: Verifying, states: list[EpisodeState]) -> list[EnvReply]:
         return [EnvReply(None) for _ in states]  # single-turn: the first reply ends the episode

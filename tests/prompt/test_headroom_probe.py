@@ -10,6 +10,7 @@ import importlib.util
 import json
 import random
 import statistics
+import sys
 import tomllib
 from pathlib import Path
 
@@ -22,8 +23,10 @@ REPO = Path(__file__).resolve().parents[2]
 def bench():
     spec = importlib.util.spec_from_file_location("headroom_bench", REPO / "benchmarks" / "headroom.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules["headroom_bench"] = mod  # its dataclasses look their module up
     spec.loader.exec_module(mod)
-    return mod
+    yield mod
+    sys.modules.pop("headroom_bench", None)
 
 
 def _seed_components() -> dict:
@@ -105,7 +108,6 @@ def test_a_stopped_probe_continues_on_a_new_machine(bench, tmp_path, monkeypatch
     results = tmp_path / "results"
     results.mkdir()
     monkeypatch.setattr(bench, "RESULTS_DIR", results)
-    monkeypatch.setattr(bench, "SAMPLES_GZ", results / "headroom_humaneval_samples.jsonl.gz")
     frozen = [{"name": "seed", "kind": "seed", "source": "x", "components": {"system": "s"}},
               {"name": "demos-0", "kind": "demos", "source": "y", "components": {"system": "s", "demos": "d"},
                "exclude_tasks": ["HumanEval/0"]}]
@@ -127,7 +129,7 @@ def test_a_frozen_candidate_keeps_its_text_and_new_ones_are_added(bench, tmp_pat
 
     tasks = bench.load_train_tasks()
     seed = _seed_components()
-    args = SimpleNamespace(out_dir=tmp_path, seed=0)
+    args = SimpleNamespace(out_dir=tmp_path, seed=0, suite=bench.HUMANEVAL)
     frozen = [{"name": "seed", "kind": "seed", "source": "x", "components": seed},
               {"name": "hand-typemismatch", "kind": "hand", "source": "an older wording",
                "components": {**seed, "lessons": "an older wording"}}]
@@ -143,3 +145,22 @@ def test_a_frozen_candidate_keeps_its_text_and_new_ones_are_added(bench, tmp_pat
     assert {"demos-0", "demos-1", "demos-bare-0", "demos-bare-1", "reflector-00", "library-00"} <= set(by_name)
     assert len(by_name) == len(cands)
     assert json.loads((tmp_path / "candidates.json").read_text()) == cands
+
+
+def test_codeio_candidates_change_one_component_of_reasoning_gyms_seed(bench, tmp_path):
+    """CodeI/O's seed is reasoning-gym's own system prompt; every candidate changes one component of it, and no
+    demonstration set is drawn (its questions are longer than the loop's demonstration field)."""
+    from types import SimpleNamespace
+
+    seed = tomllib.loads((REPO / "prompts" / "codeio.toml").read_text())["components"]
+    assert "<answer>answer here</answer>" in seed["system"]
+    (tmp_path / "seed.jsonl").write_text(json.dumps({"task_id": "codeio/1/output", "sample": 0, "passed": True,
+                                                     "truncated": False, "text": "<answer>1</answer>",
+                                                     "completion": "1"}) + "\n")
+    cands = bench.all_candidates(seed, [], SimpleNamespace(out_dir=tmp_path, seed=0, suite=bench.CODEIO))
+    assert cands[0] == {"name": "seed", "kind": "seed", "source": "prompts/codeio.toml", "components": seed}
+    assert {c["kind"] for c in cands} == {"seed", "system", "hand"}
+    for c in cands[1:]:
+        changed = [k for k in seed if c["components"][k] != seed[k]]
+        assert changed == (["system"] if c["kind"] == "system" else ["lessons"]), c["name"]
+    assert len({c["name"] for c in cands}) == len(cands)

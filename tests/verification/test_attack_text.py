@@ -18,7 +18,8 @@ import pytest
 from conftest import ADD, REPO
 
 from evolve.verification import Task, TestCase, Verifier, load_pipeline
-from evolve.verification.model_reply import ChatVerifier, extract, fenced_blocks
+from evolve.verification.model_reply import extract, fenced_blocks
+from evolve.verification.reply_verifier import ReplyVerifier
 from evolve.verification.sandbox.codec import decode
 from evolve.verification.tasks import assemble_program, strip_fences
 
@@ -82,7 +83,7 @@ def test_1_chat_replies_never_crash_the_chat_verifier(verifier):
     replies = [fence.format(A.GOOD), fence.format(A.BAD), *X.PARSER.values(), fence.format(X.PARSER["NUL byte"]),
                "Here:\n" + fence.format("def add(a, b):\n    return " + "(" * 50_000 + "1" + ")" * 50_000),
                X.HUGE, fence.format(A.GOOD), fence.format(A.BAD)]
-    rs = ChatVerifier(verifier).verify_batch([(chat, t) for t in replies])
+    rs = ReplyVerifier(verifier).verify_batch([(chat, t) for t in replies])
     assert rs[0].passed and rs[-2].passed, (rs[0].trace, rs[-2].trace)
     assert not rs[1].passed and not rs[-1].passed
     assert not any(r.passed for r in rs[2:-2])

@@ -7,7 +7,8 @@ import pytest
 
 from evolve.gym.chat import humaneval_split, load_chat_suite, tiny_coder_user, with_chat_rendering
 from evolve.verification import Verifier, load_humaneval
-from evolve.verification.model_reply import ChatVerifier, extract, looks_like_prose
+from evolve.verification.model_reply import extract, looks_like_prose
+from evolve.verification.reply_verifier import ReplyVerifier
 
 DOUBLE = "def f(xs):\n    return [x * 2 for x in xs]\n"
 
@@ -81,7 +82,7 @@ def test_humaneval_split_is_seeded_and_disjoint():
 
 @pytest.fixture(scope="module")
 def verifier():
-    with ChatVerifier(Verifier(None, jobs=1)) as v:
+    with ReplyVerifier(Verifier(None, jobs=1)) as v:
         yield v
 
 
