@@ -109,6 +109,7 @@ class Suite:
     demos: bool  # demonstration sets from the seed's passing samples
     max_new_tokens: int | None = None  # None: the policy spec's (the loop's 384)
     stop: tuple[str, ...] = ()  # stop strings; () = the loop's code-block stop
+    max_model_len: int | None = None  # None: the policy spec's engine context (2,048)
 
     @property
     def samples_gz(self) -> Path:
@@ -352,6 +353,8 @@ def run(args) -> None:
     tasks = suite.load_train()
     seed = tomllib.loads(suite.seed_prompt.read_text())["components"]
     spec = load_spec(args.model, args.kv_gib)
+    if suite.max_model_len:
+        spec = spec.model_copy(update={"vllm": spec.vllm.model_copy(update={"max_model_len": suite.max_model_len})})
     path = resolve_model_path(spec)
     tok = load_tokenizer(path)
     single_process_dist_env()
@@ -371,9 +374,11 @@ def run(args) -> None:
 
 HUMANEVAL = Suite("humaneval", "headroom_humaneval", SEED_PROMPT, PIPELINE, load_train_tasks, line_candidates,
                   demos=True)
-# CodeI/O: reasoning-gym's templates ask for thinking first; 512 new tokens (the loop's 384 is for code).
+# CodeI/O: reasoning-gym's templates ask for thinking first; 512 new tokens (the loop's 384 is for code), and
+# a 4,096-token context (its longest questions with the reference code run past 2,048 tokens).
 CODEIO = Suite("codeio", "headroom_codeio", REPO / "prompts" / "codeio.toml", REPO / "verifiers" / "codeio.toml",
-               load_codeio_train, codeio_candidates, demos=False, max_new_tokens=512, stop=("</answer>",))
+               load_codeio_train, codeio_candidates, demos=False, max_new_tokens=512, stop=("</answer>",),
+               max_model_len=4096)
 SUITES = {s.name: s for s in (HUMANEVAL, CODEIO)}
 
 
