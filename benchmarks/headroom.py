@@ -44,7 +44,7 @@ import time
 import tomllib
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,7 +72,8 @@ KIND_ORDER = ("seed", "system", "hand", "demos", "demos-bare", "reflector", "lib
 DEMO_SETS = 2
 DEMOS_PER_SET = 2
 DEMO_FIELD_CHARS = 600
-CODEIO_TASKS = REPO / "runs" / "codeio" / "tasks.jsonl"  # scripts/build_codeio.py --problems 600 --seed 0
+CODEIO_TASKS = REPO / "runs" / "codeio" / "tasks.jsonl"
+CODEIO_BUILD = ".venv/bin/python scripts/build_codeio.py --problems 400 --seed 0"  # writes CODEIO_TASKS
 # CodeI/O: lines written from its reply classes (NoAnswer, AnswerNotJson, WrongAnswer) and the budget, before
 # any sample was read; and reasoning-gym's other system prompts (reasoning_gym/utils.py), whole.
 CODEIO_HAND_LINES = (
@@ -139,7 +140,7 @@ def load_codeio_train() -> list:
     from evolve.env.task_source import load_task_source
 
     if not CODEIO_TASKS.is_file():
-        sys.exit(f"error: {CODEIO_TASKS} missing: .venv/bin/python scripts/build_codeio.py --problems 600 --seed 0")
+        sys.exit(f"error: {CODEIO_TASKS} missing: {CODEIO_BUILD}")
     return sorted(load_task_source(str(CODEIO_TASKS), 0, 0.25).splits()["train"], key=lambda t: t.task_id)
 
 
@@ -434,6 +435,9 @@ def summarize(args) -> None:
                "above_family": sum(r["ci_family"][0] > 0 for r in rows),
                "below_family": sum(r["ci_family"][1] < 0 for r in rows),
                "median_se_points": round(100 * sorted(r["se"] for r in rows)[len(rows) // 2], 1) if rows else 0.0}
+    if not rows:  # the seed alone (another model's first look): no comparison to report
+        figures = {k: v for k, v in figures.items() if k in ("tasks", "samples_per_task", "candidates", "seed_pass1",
+                                                              "seed_pass1_other_draws_mean")}
     for kind in KIND_ORDER[1:]:
         ks = [r["diff"] for r in rows if r["kind"] == kind]
         if ks:
@@ -443,10 +447,11 @@ def summarize(args) -> None:
             for r in records[c["name"]]:
                 f.write(json.dumps(r) + "\n")
     recorded = {k: v.name if isinstance(v, Suite) else str(v) for k, v in vars(args).items()}
-    if args.suite is CODEIO:  # the built task file a later machine must rebuild identically
+    if args.suite.name == "codeio":  # the built task file a later machine must rebuild identically
         import hashlib
 
         recorded["task_file_sha256"] = hashlib.sha256(CODEIO_TASKS.read_bytes()).hexdigest()
+        recorded["task_file_built_by"] = CODEIO_BUILD
     write_results(args.suite.results_name, args=recorded,
                   results={"candidates": rows, "frozen": cands, "seed_pass1_by_draw": seed_draws,
                            "seed_failure_classes": dict(seed_fails.most_common()),
@@ -476,7 +481,9 @@ def main() -> None:
     ap.add_argument("--out-dir", type=Path, default=None)
     args = ap.parse_args()
     args.suite = SUITES[args.suite]
-    sub = args.model if args.suite is HUMANEVAL else f"{args.suite.name}-{args.model}"
+    if args.model != "0.5b":  # another model's probe: its own records and results files
+        args.suite = replace(args.suite, results_name=f"{args.suite.results_name}_{args.model}")
+    sub = args.model if args.suite.name == "humaneval" else f"{args.suite.name}-{args.model}"
     args.out_dir = args.out_dir or REPO / "runs" / "headroom" / sub
     args.out_dir.mkdir(parents=True, exist_ok=True)
     if restore(args.out_dir, args.suite):

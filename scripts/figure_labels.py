@@ -34,6 +34,9 @@ TITLES = {
     "ablation38_nolesson_incumbent_only": "Issue 38 diagnostic: coupled in the no-lesson world, the weights trained on the incumbent's samples only",
     "headroom_humaneval": "Headroom probe: one line (or demonstrations) added to the seed prompt, Qwen2.5-Coder-0.5B on "
                           "HumanEval-chat's 123 training problems, paired with common random numbers (issue 37 item 3)",
+    "headroom_codeio": "Headroom probe on CodeI/O (reasoning-gym's data, built offline; 202 training tasks): one line or "
+                       "system prompt changed, Qwen2.5-Coder-0.5B (issue 37 item 8)",
+    "headroom_codeio_1.5b": "Headroom probe on CodeI/O: Qwen2.5-Coder-1.5B-Instruct's seed (issue 37 item 8)",
     "vllm_nucleus": "vLLM's CPU top-p filter: its full-vocabulary sort against the topk filter (Qwen2.5-Coder-0.5B, "
                     "123 requests in one engine call; issue 36)",
     "ui_scale": "`evolve ui` at 10,000 generations / 1,000,000 rollouts",
@@ -120,6 +123,25 @@ _AGENTS = {
     "single_vs_base_pass1": "single-turn GRPO ÷ the base model, pass@1",
     "gigpo_vs_grpo_repair3_pass1": "GiGPO ÷ GRPO on self-repair T=3, pass@1",
 }
+
+_HEADROOM = {  # every headroom probe's figures (benchmarks/headroom.py), then each suite's kinds
+    "samples_per_task": "samples a problem under every candidate",
+    "candidates": "candidates measured",
+    "seed_pass1": "the seed prompt's pass@1",
+    "seed_pass1_other_draws_mean": "  the seed's pass@1 in its further draws (fresh seeds; the reference's own noise)",
+    "best_candidate": "the candidate with the largest difference",
+    "best_diff_points": "  its difference from the seed, points",
+    "best_ci95_low_points": "  95% interval, low",
+    "best_ci95_high_points": "  95% interval, high",
+    "above_ci95": "candidates whose 95% interval lies above 0",
+    "below_ci95": "candidates whose 95% interval lies below 0",
+    "above_family": "candidates above 0 at 95% family-wise (Bonferroni over the candidates)",
+    "below_family": "candidates below 0 at 95% family-wise",
+    "median_se_points": "median standard error of a difference, points",
+    "hand_mean_diff_points": "mean difference, lines written by hand against the failure classes, points",
+}
+_HEADROOM_CODEIO = {"tasks": "training tasks compared", **_HEADROOM,
+                    "system_mean_diff_points": "mean difference, reasoning-gym's other system prompts, points"}
 
 LABELS: dict[str, dict[str, str]] = {
     "grpo_step": {
@@ -303,26 +325,6 @@ LABELS: dict[str, dict[str, str]] = {
         "lineage_bytes_per_rollout": "lineage bytes per rollout",
         "lineage_insert_ms_per_rollout": "lineage insert, ms per rollout",
     },
-    "headroom_humaneval": {
-        "tasks": "training problems compared (the seed's, each candidate's own demonstration tasks left out)",
-        "samples_per_task": "samples a problem under every candidate",
-        "candidates": "candidates measured",
-        "seed_pass1": "the seed prompt's pass@1",
-        "seed_pass1_other_draws_mean": "  the seed's pass@1 in its further draws (fresh seeds; the reference's own noise)",
-        "best_candidate": "the candidate with the largest difference",
-        "best_diff_points": "  its difference from the seed, points",
-        "best_ci95_low_points": "  95% interval, low",
-        "best_ci95_high_points": "  95% interval, high",
-        "above_ci95": "candidates whose 95% interval lies above 0",
-        "below_ci95": "candidates whose 95% interval lies below 0",
-        "above_family": "candidates above 0 at 95% family-wise (Bonferroni over the candidates)",
-        "below_family": "candidates below 0 at 95% family-wise",
-        "median_se_points": "median standard error of a difference, points",
-        "hand_mean_diff_points": "mean difference, lines written by hand against the failure classes, points",
-        "demos_mean_diff_points": "mean difference, demonstration sets, points",
-        "reflector_mean_diff_points": "mean difference, the 1.5B reflector's lines, points",
-        "library_mean_diff_points": "mean difference, the chat lesson library's lines, points",
-    },
     "vllm_nucleus": {
         "speedup": "topk filter ÷ vLLM's sort, wall-time ratio (the sort's time ÷ topk's)",
         "sort_tokens_per_s": "vLLM's sort, new tokens/s",
@@ -373,6 +375,13 @@ def order(benchmark: str, keys) -> list[str]:
 _POWER_CONFIGS = {"qwen": "Qwen ablation (2 tasks × 2 vs 2)", "gym": "gym ablation (8 tasks × 4 vs 4)",
                   "qwen_powered": "powered Qwen (12 tasks × 4 vs 4)"}
 _POWER_PAIRING = {"crn": "ideal CRN", "independent": "independent samples"}
+LABELS["headroom_humaneval"] = {
+    "tasks": "training problems compared (the seed's, each candidate's own demonstration tasks left out)", **_HEADROOM,
+    "demos_mean_diff_points": "mean difference, demonstration sets, points",
+    "reflector_mean_diff_points": "mean difference, the 1.5B reflector's lines, points",
+    "library_mean_diff_points": "mean difference, the chat lesson library's lines, points",
+}
+LABELS["headroom_codeio"] = LABELS["headroom_codeio_1.5b"] = _HEADROOM_CODEIO
 LABELS["power"] = {
     **{f"{c}_{e}pt_{m}": f"{name}: {'null line' if e == 0 else f'+{e} points'}, {pairing}"
        for c, name in _POWER_CONFIGS.items() for e in (0, 5, 10) for m, pairing in _POWER_PAIRING.items()},

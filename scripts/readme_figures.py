@@ -63,6 +63,8 @@ HEADLINE = [
      "  real Qwen samples passing HumanEval's tests that the added tests reject (0 of 269)"),
     ("headroom_humaneval", ("best_diff_points", "best_ci95_low_points", "best_ci95_high_points"),
      "headroom probe: the 0.5B's best one-line or demonstration change to the seed prompt (123 training problems), points [95%]"),
+    ("headroom_codeio", ("best_diff_points", "best_ci95_low_points", "best_ci95_high_points"),
+     "  on CodeI/O (202 training tasks; the 0.5B near its floor): its best line, points [95%]"),
     ("grpo_step", "update_ratio_vs_trl_8x8", "GRPO update, 8 prompts × 8, evolve ÷ TRL (time)"),
     ("loop_throughput", "fast_vs_today",
      "0.5B coupled generation, learning rollouts/h: vLLM 8×8 one request ÷ today's (1 gen each, load 3–13)"),

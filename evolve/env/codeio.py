@@ -37,46 +37,20 @@ DATA_FILE = "codeio.jsonl.gz"
 PAIR_FN = "_evolve_codeio_pair"
 MAX_VALUE_CHARS = 600  # a longer input or output is not a question to answer by hand: dropped
 
-# reasoning-gym 0.1.25, reasoning_gym/code/codeio.py: the two templates, word for word.
-OUTPUT_TEMPLATE = """
-You are given a question that requires some input and output variables as follows:
-
-{0}
-
-The input and output requirements are as follows:
-
-{1}
-
-Given the following input:
-
-{2}
-
-Can you predict the output without writing any code? Please think and then provide the exact output in the form of a JSON value (object, array, number or string, or one of the following three literal names: false null true) as your final answer. The keys and values of the object should strictly match the output requirement as specified.
-
-Tip: Here is a reference code snippet for this question. You can refer to this code to guide your reasoning but not copy spans of code directly.
-
-{3}
-"""  # noqa: E501
-
-INPUT_TEMPLATE = """
-You are given a question that requires some input and output variables as follows:
-
-{0}
-
-The input and output requirements are as follows:
-
-{1}
-
-Given the following output:
-
-{2}
-
-Can you predict a feasible input without writing any code? Please reason and put your final answer in the form of a JSON value (object, array, number or string, or one of the following three literal names: false null true), even if the there is only one input variable, with keys strictly matching the input variables' names as specified.
-
-Tip: Here is a reference code snippet for this question. You can refer to this code to guide your reasoning but not copy spans of code directly.
-
-{3}
-"""  # noqa: E501
+# reasoning-gym 0.1.25, reasoning_gym/code/codeio.py: its two templates, word for word (tests/env/test_codeio.py
+# compares them with the installed file), built from their shared head and tail.
+_HEAD = ("\nYou are given a question that requires some input and output variables as follows:\n\n{0}\n\n"
+         "The input and output requirements are as follows:\n\n{1}\n\n")
+_TAIL = ("\n\nTip: Here is a reference code snippet for this question. You can refer to this code to guide your "
+         "reasoning but not copy spans of code directly.\n\n{3}\n")
+_JSON_VALUE = ("in the form of a JSON value (object, array, number or string, or one of the following three literal "
+               "names: false null true)")
+OUTPUT_TEMPLATE = (_HEAD + "Given the following input:\n\n{2}\n\nCan you predict the output without writing any code? "
+                   f"Please think and then provide the exact output {_JSON_VALUE} as your final answer. The keys and "
+                   "values of the object should strictly match the output requirement as specified." + _TAIL)
+INPUT_TEMPLATE = (_HEAD + "Given the following output:\n\n{2}\n\nCan you predict a feasible input without writing any "
+                  f"code? Please reason and put your final answer {_JSON_VALUE}, even if the there is only one input "
+                  "variable, with keys strictly matching the input variables' names as specified." + _TAIL)
 
 
 def data_path() -> Path:

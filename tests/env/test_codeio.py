@@ -130,3 +130,16 @@ def test_the_shipped_data_builds_and_its_reference_answers_pass(verifier):
     outs = [t for t in tasks if t.meta["answer"] == "output"]
     wrong = verifier.verify_batch([(t, '<answer>{"surely": "not this"}</answer>') for t in outs])
     assert not any(r.passed for r in wrong)
+
+
+def test_the_templates_are_reasoning_gyms_word_for_word():
+    """Read from the installed package's source (never imported: it would execute nothing we need)."""
+    import ast
+
+    from evolve.env.codeio import INPUT_TEMPLATE, OUTPUT_TEMPLATE, data_path
+
+    source = (data_path().parents[1] / "code" / "codeio.py").read_text()
+    consts = {t.id: n.value.value for n in ast.parse(source).body if isinstance(n, ast.Assign)
+              for t in n.targets if isinstance(t, ast.Name) and isinstance(n.value, ast.Constant)}
+    assert OUTPUT_TEMPLATE == consts["OUTPUT_PREDICTION_PROMPT_TEMPLATE"]
+    assert INPUT_TEMPLATE == consts["INPUT_PREDICTION_PROMPT_TEMPLATE"]
