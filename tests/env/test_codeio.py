@@ -96,8 +96,25 @@ def test_answer_text_is_data_never_code(verifier, tmp_path):
 
 
 def test_the_answer_span_is_reasoning_gyms():
+    """Against reasoning-gym's regex (the slow reference) on random texts built from the tags' pieces."""
+    import random
+    import re
+    import time
+
+    def reference(text):
+        found = list(re.finditer(r"<answer>\s?(.*?)\s?</answer>", text, flags=re.DOTALL))
+        return found[-1].group(1).strip() if found else None
+
     assert answer_span("a <answer> 1 </answer> b <answer>\n[2]\n</answer>") == "[2]"
     assert answer_span("<answer>unclosed") is None
+    rng = random.Random(0)
+    pieces = ["<answer>", "</answer>", " ", "\n", "1", "x", "<", ">", "answer", "</"]
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert answer_span(text) == reference(text), text
+    t0 = time.perf_counter()  # a reply of unclosed tags: the regex rescans from each (quadratic), this does not
+    assert answer_span("<answer>" * 16_000) is None
+    assert time.perf_counter() - t0 < 1.0
     task = task_for(SQUARES, {"n": 2}, [0, 1], "output")
     assert read_json_answer(task, "<answer>[0, 1]</answer>").error_class is None
 
