@@ -32,7 +32,8 @@ class ReplyVerifier:
         out: list = [None] * len(pairs)
         forward, where = [], []
         for i, (task, text) in enumerate(pairs):
-            reader = READERS.get(task.meta.get("reply_format"))
+            fmt = task.meta.get("reply_format")
+            reader = READERS.get(fmt) if isinstance(fmt, str) else None  # task files are checked at load
             if reader is None:
                 forward.append((task, text))
                 where.append(i)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from evolve.errors import ConfigError
 from evolve.verification.fences import python_blocks
+from evolve.verification.reply_verifier import READERS
 from evolve.verification.types import Task, TestCase
 
 
@@ -106,6 +107,7 @@ def task_from_row(row: dict, suite: str = "") -> Task:
     meta = row.get("meta") or {}
     if not isinstance(meta, dict):
         raise ValueError("field 'meta' must be an object")
+    _check_reply_format(meta)
     return Task(task_id=row["task_id"], prompt=row["prompt"], entry_point=row["entry_point"],
                 visible_tests=visible, hidden_tests=hidden, check_code=check,
                 canonical_solution=gold if isinstance(gold, str) else None,
@@ -245,6 +247,19 @@ def _prompt_context(prompt: str, entry_point: str, code: str) -> str:
             if seg:
                 out.append("\n" + seg + "\n")
     return "".join(out)
+
+
+def _check_reply_format(meta: dict) -> None:
+    """A reply format names a reader (``reply_verifier.READERS``); a json-answer input row carries its reference."""
+    fmt = meta.get("reply_format")
+    if fmt is None:
+        return
+    if not isinstance(fmt, str) or fmt not in READERS:
+        raise ValueError(f"meta.reply_format {fmt!r} is not one of {', '.join(sorted(READERS))}")
+    if fmt == "json-answer" and meta.get("answer") not in ("output", "input"):
+        raise ValueError("meta.answer must be 'output' or 'input' for a json-answer row")
+    if fmt == "json-answer" and meta["answer"] == "input" and not isinstance(meta.get("reference_code"), str):
+        raise ValueError("meta.reference_code (a string defining main_solution) is needed for an input prediction")
 
 
 def assemble_program(task: Task, completion: str) -> str:

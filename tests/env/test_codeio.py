@@ -160,3 +160,18 @@ def test_the_templates_are_reasoning_gyms_word_for_word():
               for t in n.targets if isinstance(t, ast.Name) and isinstance(n.value, ast.Constant)}
     assert OUTPUT_TEMPLATE == consts["OUTPUT_PREDICTION_PROMPT_TEMPLATE"]
     assert INPUT_TEMPLATE == consts["INPUT_PREDICTION_PROMPT_TEMPLATE"]
+
+
+def test_a_task_file_with_an_unknown_or_incomplete_reply_format_is_refused_in_one_line(tmp_path):
+    from evolve.env.task_source import read_task_source
+    from evolve.errors import ConfigError
+
+    good = task_for(PARITY, {"x": 7}, {"odd": True, "half": 3}, "input").to_dict()
+    for meta, says in [({"reply_format": "json_answer"}, "not one of chat, json-answer"),
+                       ({"reply_format": ["chat"]}, "not one of"),
+                       ({"reply_format": "json-answer", "answer": "both"}, "meta.answer"),
+                       ({"reply_format": "json-answer", "answer": "input"}, "meta.reference_code")]:
+        path = tmp_path / "t.jsonl"
+        path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "task_id": "b", "meta": meta}) + "\n")
+        with pytest.raises(ConfigError, match=f"t.jsonl:2: .*{says}"):
+            read_task_source(str(path))
