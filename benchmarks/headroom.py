@@ -111,6 +111,8 @@ class Suite:
     max_new_tokens: int | None = None  # None: the policy spec's (the loop's 384)
     stop: tuple[str, ...] = ()  # stop strings; () = the loop's code-block stop
     max_model_len: int | None = None  # None: the policy spec's engine context (2,048)
+    built_by: str = ""  # a task file built here: the command that rebuilds it (its sha256 is recorded)
+    task_file: Path | None = None
 
     @property
     def samples_gz(self) -> Path:
@@ -379,7 +381,7 @@ HUMANEVAL = Suite("humaneval", "headroom_humaneval", SEED_PROMPT, PIPELINE, load
 # a 4,096-token context (its longest questions with the reference code run past 2,048 tokens).
 CODEIO = Suite("codeio", "headroom_codeio", REPO / "prompts" / "codeio.toml", REPO / "verifiers" / "codeio.toml",
                load_codeio_train, codeio_candidates, demos=False, max_new_tokens=512, stop=("</answer>",),
-               max_model_len=4096)
+               max_model_len=4096, built_by=CODEIO_BUILD, task_file=CODEIO_TASKS)
 SUITES = {s.name: s for s in (HUMANEVAL, CODEIO)}
 
 
@@ -447,11 +449,11 @@ def summarize(args) -> None:
             for r in records[c["name"]]:
                 f.write(json.dumps(r) + "\n")
     recorded = {k: v.name if isinstance(v, Suite) else str(v) for k, v in vars(args).items()}
-    if args.suite.name == "codeio":  # the built task file a later machine must rebuild identically
+    if args.suite.task_file:  # a built task file a later machine must rebuild identically
         import hashlib
 
-        recorded["task_file_sha256"] = hashlib.sha256(CODEIO_TASKS.read_bytes()).hexdigest()
-        recorded["task_file_built_by"] = CODEIO_BUILD
+        recorded["task_file_sha256"] = hashlib.sha256(args.suite.task_file.read_bytes()).hexdigest()
+        recorded["task_file_built_by"] = args.suite.built_by
     write_results(args.suite.results_name, args=recorded,
                   results={"candidates": rows, "frozen": cands, "seed_pass1_by_draw": seed_draws,
                            "seed_failure_classes": dict(seed_fails.most_common()),
