@@ -50,24 +50,30 @@ class LocalCluster:
         return cls(**json.loads(f.read_text())) if f.exists() else None
 
     def stop(self, timeout: float = 5.0) -> None:
-        """SIGTERM each node's process group, then SIGKILL what is left."""
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            for pid in self.pids:
-                try:
-                    os.killpg(pid, sig)
-                except ProcessLookupError:
-                    pass
-            deadline = time.monotonic() + (timeout if sig == signal.SIGTERM else 5.0)
-            while time.monotonic() < deadline and any(_group_alive(p) for p in self.pids):
-                time.sleep(0.2)
-            if not any(_group_alive(p) for p in self.pids):
-                break
+        """SIGKILL each node's process group and wait up to ``timeout`` for it to be gone. Not SIGTERM
+        first: ``ray start --block`` answers it with a graceful shutdown that took 33.5 s on 2 loaded cores
+        (measured, Dec 2026), and a 5 s grace expired on every stop; nothing of the cluster is kept (its
+        session folder is removed below), which is also what ``ray stop --force`` does."""
+        for pid in self.pids:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(_group_alive(p) for p in self.pids):
+            time.sleep(0.05)
         Path(self.state_dir, STATE_FILE).unlink(missing_ok=True)
         if self.temp_dir.startswith("/tmp/evray-"):  # Ray's session folder (sockets, logs) of this cluster only
             shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
 def _group_alive(pgid: int) -> bool:
+    # A leader this process started and nobody has waited for stays a zombie, and a zombie still answers
+    # signal 0: without reaping it, stop() waited out both of its deadlines (10 s) on an already dead node.
+    try:
+        os.waitpid(pgid, os.WNOHANG)
+    except ChildProcessError:  # not our child (stopped from another process), or already reaped
+        pass
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import time
 
 import pytest
 
@@ -20,7 +22,19 @@ def ray_cluster(tmp_path_factory):
     from evolve.cluster.runtime import disconnect
 
     disconnect()
-    cluster.stop()
+    # stop() returns once every node's process group is gone, not at its deadline: it used to wait out a
+    # SIGTERM grace that `ray start --block` never met and count its own unreaped leaders as alive (10 s).
+    t0 = time.monotonic()
+    cluster.stop(timeout=60)
+    assert time.monotonic() - t0 < 60 and all(_group_gone(p) for p in cluster.pids), "a node outlived stop()"
+
+
+def _group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
 
 
 @pytest.fixture(scope="session")
