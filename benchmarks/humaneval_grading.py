@@ -52,6 +52,26 @@ def read_records(pattern: str) -> list[dict]:
     return rows
 
 
+def restore_records(pattern: str) -> list[str]:
+    """A new machine continues from the results files: each record file the samples file holds
+    (``qwen{model}-{mode}-{split}.jsonl``, humaneval_sample.py's name) and the records folder lacks is
+    written back from it, so a later sampling job adds to the earlier ones and the regrade covers them all."""
+    gz, folder = RESULTS_DIR / "humaneval_grading_samples.jsonl.gz", Path(pattern).parent
+    if not gz.exists():
+        return []
+    files: dict[str, list[str]] = defaultdict(list)
+    sampled = ("task_id", "model", "mode", "sample", "seed", "knobs", "text", "new_tokens", "finish_reason")
+    with gzip.open(gz, "rt") as f:
+        for line in f:
+            r = json.loads(line)
+            files[f"qwen{r['model']}-{r['mode']}-{r['split']}.jsonl"].append(json.dumps({k: r[k] for k in sampled}))
+    folder.mkdir(parents=True, exist_ok=True)
+    written = [name for name in sorted(files) if not (folder / name).exists()]
+    for name in written:
+        (folder / name).write_text("".join(x + "\n" for x in files[name]))
+    return written
+
+
 def sandbox_verdicts(pipeline: str | None, tasks: dict, pairs: list) -> list:
     from evolve.verification import Verifier, load_pipeline
     from evolve.verification.reply_verifier import ReplyVerifier
@@ -199,6 +219,9 @@ def main() -> None:
     args = ap.parse_args()
     from evolve.gym.chat import humaneval_split
 
+    restored = restore_records(args.records)
+    if restored:
+        print(f"humaneval_grading: restored {', '.join(restored)} from the samples file")
     rows = read_records(args.records)
     if not rows:
         raise SystemExit("humaneval_grading: no records (run benchmarks/humaneval_sample.py first)")

@@ -57,3 +57,29 @@ def test_cli_verdicts_run_evolve_verify_and_keep_the_sample_order():
     wrong = "def has_close_elements(numbers, threshold):\n    return False\n"
     rows = [{"task_id": "HumanEval/0", "completion": c} for c in (wrong, right, right)]
     assert [ok for ok, _trace in bench.cli_verdicts(rows, None)] == [False, True, True]
+
+
+def test_a_new_machine_gets_the_record_files_back_from_the_committed_samples_file(tmp_path):
+    """The grading's records live in runs/ (not kept); the results' samples file brings them back, one file
+    per (model, mode, split) under humaneval_sample.py's name, each read back as the row it was, and a file
+    already there is left alone (a later sampling job adds to it)."""
+    import gzip
+    import json
+
+    bench = _bench()
+    pattern = str(tmp_path / "records" / "*.jsonl")
+    (tmp_path / "records").mkdir()
+    kept = tmp_path / "records" / "qwen0.5b-greedy-long-all.jsonl"
+    kept.write_text('{"task_id": "HumanEval/0"}\n')
+    written = bench.restore_records(pattern)
+    assert "qwen0.5b-greedy-long-all.jsonl" not in written and kept.read_text() == '{"task_id": "HumanEval/0"}\n'
+    kept.unlink()
+    assert "qwen0.5b-greedy-long-all.jsonl" in bench.restore_records(pattern)
+    with gzip.open(REPO / "benchmarks" / "results" / "humaneval_grading_samples.jsonl.gz", "rt") as f:
+        committed = [json.loads(x) for x in f]
+    back = bench.read_records(pattern)
+    key = ("model", "mode", "split", "task_id", "sample")
+    assert len(back) == len(committed) > 0
+    assert sorted((tuple(r[k] for k in key), r["text"], r["finish_reason"]) for r in back) == \
+        sorted((tuple(r[k] for k in key), r["text"], r["finish_reason"]) for r in committed)
+    assert bench.restore_records(pattern) == []  # nothing written twice
