@@ -3,7 +3,8 @@ and the false passes of issue 39 measured on the same real samples.
 
 Reads the raw replies ``benchmarks/humaneval_sample.py`` wrote (runs/he_grading/*.jsonl, probe files skipped)
 and grades every one four ways, all on the same extracted code (evolve.verification.model_reply.extract: the
-first fenced block defining the entry point):
+first fenced block defining the entry point; a ``maker-greedy`` reply's code then goes through EvalPlus's
+sanitizer, benchmarks/evalplus_sanitize.py, as the maker's harness does):
 
 - ``strict``: the default pipeline (what the Qwen configs graded with before issue 37: ``strict_types``, so
   2.0 != 2 and a tuple != a list);
@@ -35,6 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).parent))
+from evalplus_sanitize import sanitize  # noqa: E402
 from humaneval_agreement import run_human_eval  # noqa: E402
 from results_io import RESULTS_DIR, print_figures, write_results  # noqa: E402
 
@@ -105,7 +107,11 @@ def grade(rows: list[dict], augmented: str) -> None:
     for r in rows:
         ext = extract(r["text"], tasks[r["task_id"]].entry_point)
         r["completion"], r["reply_class"] = ext.code, ext.error_class
-    pairs = [(r["task_id"], r["text"]) for r in rows]
+        if r["mode"] == "maker-greedy" and not ext.error_class:  # the maker's harness runs EvalPlus's sanitizer
+            r["completion"] = sanitize(ext.code, tasks[r["task_id"]].entry_point)
+    # every grader sees the code it grades: the reply, or for a sanitized one the sanitized code in its fence
+    pairs = [(r["task_id"], f"```python\n{r['completion']}```" if r["mode"] == "maker-greedy" and not r["reply_class"]
+              else r["text"]) for r in rows]
     for name, pipe in (("strict", None), ("humaneval", str(REPO / "verifiers" / "humaneval.toml"))):
         for r, v in zip(rows, sandbox_verdicts(pipe, tasks, pairs), strict=True):
             r[name], r[f"{name}_class"] = bool(v.passed), v.error_class

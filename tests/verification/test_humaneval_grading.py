@@ -83,3 +83,27 @@ def test_a_new_machine_gets_the_record_files_back_from_the_committed_samples_fil
     assert sorted((tuple(r[k] for k in key), r["text"], r["finish_reason"]) for r in back) == \
         sorted((tuple(r[k] for k in key), r["text"], r["finish_reason"]) for r in committed)
     assert bench.restore_records(pattern) == []  # nothing written twice
+
+
+def test_maker_replies_are_graded_after_evalplus_sanitizing_as_the_makers_harness_does():
+    """EvalPlus keeps imports and what the entry point reaches; a model's own wrong assert, print or
+    __main__ block is dropped, so the reply fails or passes on HumanEval's tests alone."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from evalplus_sanitize import sanitize
+
+    bench = _bench()
+    reply = ("import math\nTOL = 0.0\n\ndef gap(a, b):\n    return abs(a - b)\n\n"
+             "def has_close_elements(numbers, threshold):\n"
+             "    return any(gap(a, b) < threshold + TOL for i, a in enumerate(numbers) for b in numbers[i + 1:])\n\n"
+             "def unused():\n    return math.pi\n\n"
+             "assert has_close_elements([1.0, 2.0], 0.5) is True  # the model's own wrong test\n"
+             "print(has_close_elements([1.0], 1.0))\n"
+             "if __name__ == '__main__':\n    raise SystemExit(1)\n")
+    clean = sanitize(reply, "has_close_elements")
+    assert "assert" not in clean and "print" not in clean and "__main__" not in clean and "unused" not in clean
+    assert "import math" in clean and "TOL = 0.0" in clean and "def gap" in clean
+    assert sanitize("def f(:\n", "f") == "def f(:\n" and sanitize("x = 1\n", "f") == "x = 1\n"
+    rows = [{"task_id": "HumanEval/0", "completion": c} for c in (reply, clean)]
+    assert [ok for ok, _ in bench.cli_verdicts(rows, None)] == [False, True]
