@@ -51,7 +51,7 @@ class LocalCluster:
 
     def stop(self, timeout: float = 5.0) -> None:
         """SIGKILL each node's process group and wait up to ``timeout`` for it to be gone. Not SIGTERM
-        first: ``ray start --block`` answers it with a graceful shutdown that took 33.5 s on 2 loaded cores
+        first: ``ray start --block`` answers it with a graceful shutdown that took 33.5 s on 2 loaded AMD EPYC cores
         (measured, Dec 2026), and a 5 s grace expired on every stop; nothing of the cluster is kept (its
         session folder is removed below), which is also what ``ray stop --force`` does."""
         for pid in self.pids:
