@@ -37,6 +37,8 @@ TITLES = {
     "headroom_codeio": "Headroom probe on CodeI/O (reasoning-gym's data, built offline; 202 training tasks): one line or "
                        "system prompt changed, Qwen2.5-Coder-0.5B (issue 37 item 8)",
     "headroom_codeio_1.5b": "Headroom probe on CodeI/O: Qwen2.5-Coder-1.5B-Instruct's seed (issue 37 item 8)",
+    "headroom_humaneval_1.5b": "Headroom probe on HumanEval-chat's 123 training problems, Qwen2.5-Coder-1.5B-Instruct as "
+                               "the policy: the lines written by hand (issue 37 item 3)",
     "vllm_nucleus": "vLLM's CPU top-p filter: its full-vocabulary sort against the topk filter (Qwen2.5-Coder-0.5B, "
                     "123 requests in one engine call; issue 36)",
     "ui_scale": "`evolve ui` at 10,000 generations / 1,000,000 rollouts",
@@ -381,6 +383,7 @@ LABELS["headroom_humaneval"] = {
     "reflector_mean_diff_points": "mean difference, the 1.5B reflector's lines, points",
     "library_mean_diff_points": "mean difference, the chat lesson library's lines, points",
 }
+LABELS["headroom_humaneval_1.5b"] = LABELS["headroom_humaneval"]
 LABELS["headroom_codeio"] = LABELS["headroom_codeio_1.5b"] = _HEADROOM_CODEIO
 LABELS["power"] = {
     **{f"{c}_{e}pt_{m}": f"{name}: {'null line' if e == 0 else f'+{e} points'}, {pairing}"
