@@ -104,14 +104,15 @@ def grade(rows: list[dict], augmented: str) -> None:
     from evolve.verification.model_reply import extract
 
     tasks = {t.task_id: with_chat_rendering(t) for t in load_humaneval()}
+    pairs = []  # what every grader reads: the reply, or a sanitized reply's code in its fence
     for r in rows:
         ext = extract(r["text"], tasks[r["task_id"]].entry_point)
         r["completion"], r["reply_class"] = ext.code, ext.error_class
+        text = r["text"]
         if r["mode"] == "maker-greedy" and not ext.error_class:  # the maker's harness runs EvalPlus's sanitizer
             r["completion"] = sanitize(ext.code, tasks[r["task_id"]].entry_point)
-    # every grader sees the code it grades: the reply, or for a sanitized one the sanitized code in its fence
-    pairs = [(r["task_id"], f"```python\n{r['completion']}```" if r["mode"] == "maker-greedy" and not r["reply_class"]
-              else r["text"]) for r in rows]
+            text = f"```python\n{r['completion']}```"
+        pairs.append((r["task_id"], text))
     for name, pipe in (("strict", None), ("humaneval", str(REPO / "verifiers" / "humaneval.toml"))):
         for r, v in zip(rows, sandbox_verdicts(pipe, tasks, pairs), strict=True):
             r[name], r[f"{name}_class"] = bool(v.passed), v.error_class
