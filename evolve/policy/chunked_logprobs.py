@@ -55,11 +55,18 @@ def chunked_completion_logprobs(body, head, ids, attn, pos, comp, temperature: f
     """(B, C) log-probs of ``comp`` (the last C tokens of ``ids``), the head applied slice by slice."""
     c = comp.size(1)
     hidden = body(input_ids=ids, attention_mask=attn, position_ids=pos).last_hidden_state[:, -(c + 1):-1, :]
-    step = slice_len(ids.size(0), head.weight.shape[0], budget)
+    return sliced_head_logprobs(head, hidden, comp, temperature, budget)
+
+
+def sliced_head_logprobs(head, hidden: torch.Tensor, targets: torch.Tensor, temperature: float,
+                         budget: int = LOGITS_BUDGET) -> torch.Tensor:
+    """(B, C) log-probs of ``targets`` from the hidden states that predict them, the head applied slice by slice."""
+    c = targets.size(1)
+    step = slice_len(hidden.size(0), head.weight.shape[0], budget)
     grad = torch.is_grad_enabled()
     out = []
     for s in range(0, c, step):
-        h, t = hidden[:, s:s + step, :], comp[:, s:s + step]
+        h, t = hidden[:, s:s + step, :], targets[:, s:s + step]
         if grad:  # the backward recomputes this slice's logits instead of keeping them
             out.append(checkpoint(_slice_logprobs, head, h, t, temperature, use_reentrant=False))
         else:

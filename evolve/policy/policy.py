@@ -121,6 +121,7 @@ def load_policy(spec: PolicySpec, checkpoint_dir: str | Path | None = None) -> P
         warn_if_emulated_bf16,
     )
     from evolve.policy.nucleus import TRANSFORMERS
+    from evolve.policy.prompt_sharing import PER_ROW
     from evolve.policy.updater import Updater
 
     torch.set_num_threads(spec.threads)
@@ -148,7 +149,8 @@ def load_policy(spec: PolicySpec, checkpoint_dir: str | Path | None = None) -> P
     reference = (load_reference(spec, base, device, dtype=dtype)
                  if spec.grpo.beta and spec.finetune == "full" else None)
     updater = Updater(model, spec, tokenizer.pad_token_id, reference)
-    if ckpt is not None:
+    if ckpt is not None:  # a checkpoint keeps its run's update forward; one recording none: every row's own
+        updater.forward = recorded.get("update_forward", PER_ROW)
         if (ckpt / TRAINER_STATE).exists():
             updater.load_state_dict(torch.load(ckpt / TRAINER_STATE, weights_only=False))
     backend = BACKENDS[spec.backend](spec, model, tokenizer, base)
@@ -164,7 +166,7 @@ def load_policy(spec: PolicySpec, checkpoint_dir: str | Path | None = None) -> P
             backend.nucleus = recorded.get("nucleus", VLLM_SORT)
         drawn = {"nucleus": backend.nucleus}
     policy.resolved = {"dtype": dtype, "threads": torch.get_num_threads(), "device": device,
-                       "model_sha256": spec.model_sha256, **drawn}
+                       "model_sha256": spec.model_sha256, "update_forward": updater.forward, **drawn}
     if ckpt is not None:
         _restore_sampler(policy, ckpt)
     return policy

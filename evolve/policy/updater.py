@@ -36,6 +36,7 @@ from evolve.errors import EvolveError
 from evolve.policy.advantages import get_estimator
 from evolve.policy.chunked_logprobs import LOGITS_BUDGET, body_and_head, chunked_completion_logprobs
 from evolve.policy.loss import grpo_loss, token_logprobs
+from evolve.policy.prompt_sharing import SHARED_PROMPT, PromptSharing, default_update_forward
 from evolve.policy.spec import OptimizerSpec, PolicySpec
 from evolve.policy.stats import UpdateStats
 from evolve.policy.turns import assign_group, policy_mask, token_advantages
@@ -78,6 +79,15 @@ class _Prepared:
     n_tokens: int
     old: list | None = None
     ref: list | None = None
+
+    @property
+    def prompts(self) -> list[list[int]]:
+        return [r.prompt_ids for b in self.batches for r in b]
+
+    @property
+    def starts(self) -> list[int]:
+        """The index of each micro-batch's first row."""
+        return [sum(len(b) for b in self.batches[:k]) for k in range(len(self.batches))]
 
 
 def collate(rows: list[_Row], pad_id: int):
@@ -148,6 +158,8 @@ class Updater:
         trainable = [p for p in model.parameters() if p.requires_grad]
         self.optimizer, self.scheduler = make_optimizer(trainable, spec.optimizer)
         self.step = 0  # optimizer steps taken
+        # evolve.policy.prompt_sharing; load_policy replaces it with the one a checkpoint recorded
+        self.forward = default_update_forward(model)
 
     # -- advantages -----------------------------------------------------------------------------
     def assign_advantages(self, groups: list[list[Rollout]]) -> tuple[list[_Row], dict]:
@@ -187,17 +199,21 @@ class Updater:
             if self.spec.grpo.old_logprobs == "behaviour":
                 prep.old = [self._behaviour_logprobs(b, t[2]).to(device) for b, t in zip(batches, tensors, strict=True)]
             elif self.spec.grpo.num_iterations > 1:
-                prep.old = self._old_logprobs(tensors)
-            prep.ref = self._ref_logprobs(tensors) if self.spec.grpo.beta != 0.0 else None
+                prep.old = self._old_logprobs(prep)
+            prep.ref = self._ref_logprobs(prep) if self.spec.grpo.beta != 0.0 else None
         return prep
 
     def backward_pass(self, prep: _Prepared) -> dict:
         """One inner epoch: forward + backward over every micro-batch (gradients accumulate)."""
         losses, kls, clips, gaps = [], [], [], []
         n = len(prep.batches)
-        for k, (batch, t) in enumerate(zip(prep.batches, prep.tensors, strict=True)):
-            out, gap = self._micro_step(batch, t, prep.masks[k], prep.old[k] if prep.old else None,
+        logprobs = self._logprobs_fn(self.model, prep)
+        for k, (batch, t, start) in enumerate(zip(prep.batches, prep.tensors, prep.starts, strict=True)):
+            logp = logprobs(start, t)
+            out, gap = self._micro_step(batch, logp, prep.masks[k], prep.old[k] if prep.old else None,
                                         prep.ref[k] if prep.ref else None, n, prep.n_tokens)
+            if isinstance(logprobs, _Shared):
+                logprobs.sharing.release(start + len(batch))  # the finished prompts' own backward
             losses.append(float(out.loss))
             kls.append(out.kl)
             clips.append(out.clip_fraction)
@@ -226,10 +242,15 @@ class Updater:
         stats.seconds = time.perf_counter() - t0
         return stats
 
-    def _micro_step(self, batch, t, mask, old, ref, n_micro: int, n_tokens: int):
+    def _logprobs_fn(self, model, prep: _Prepared):
+        """(micro-batch start row, collated tensors) -> (B, C) completion log-probs under this updater's forward."""
+        t = self.spec.sampling.temperature
+        if self.forward == SHARED_PROMPT:
+            return _Shared(PromptSharing(model, prep.prompts, t))
+        return lambda start, x: completion_logprobs(model, x[0], x[1], x[2], x[3], t)
+
+    def _micro_step(self, batch, logp, mask, old, ref, n_micro: int, n_tokens: int):
         g = self.spec.grpo
-        prompt, pmask, comp, cmask = t
-        logp = completion_logprobs(self.model, prompt, pmask, comp, cmask, self.spec.sampling.temperature)
         adv = row_advantages(batch, logp.shape[1]).to(logp.device)
         gap = None
         if all(len(r.behaviour) == len(r.completion_ids) for r in batch):
@@ -260,18 +281,24 @@ class Updater:
         return out
 
     @torch.no_grad()
-    def _old_logprobs(self, tensors):
-        t = self.spec.sampling.temperature
-        return [completion_logprobs(self.model, *x, t) for x in tensors]
+    def _all_logprobs(self, model, prep: _Prepared) -> list[torch.Tensor]:
+        logprobs = self._logprobs_fn(model, prep)
+        out = []
+        for start, x, batch in zip(prep.starts, prep.tensors, prep.batches, strict=True):
+            out.append(logprobs(start, x))
+            if isinstance(logprobs, _Shared):
+                logprobs.sharing.release(start + len(batch))
+        return out
 
-    @torch.no_grad()
-    def _ref_logprobs(self, tensors):
-        t = self.spec.sampling.temperature
+    def _old_logprobs(self, prep: _Prepared):
+        return self._all_logprobs(self.model, prep)
+
+    def _ref_logprobs(self, prep: _Prepared):
         if self.reference is not None:
-            return [completion_logprobs(self.reference, *x, t) for x in tensors]
+            return self._all_logprobs(self.reference, prep)
         ctx = self.model.disable_adapter() if hasattr(self.model, "disable_adapter") else nullcontext()
         with ctx:  # LoRA: the reference is the base model, i.e. the adapter switched off
-            return [completion_logprobs(self.model, *x, t) for x in tensors]
+            return self._all_logprobs(self.model, prep)
 
     def _optimizer_step(self) -> float:
         params = [p for p in self.model.parameters() if p.requires_grad and p.grad is not None]
@@ -291,3 +318,13 @@ class Updater:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.step = int(state["step"])
+
+
+@dataclass
+class _Shared:
+    """The shared-prompt forward as a (start, tensors) -> log-probs callable; its prompts are released by the caller."""
+
+    sharing: PromptSharing
+
+    def __call__(self, start: int, x: tuple) -> torch.Tensor:
+        return self.sharing.logprobs(start, x[2], x[3])

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from evolve.policy.prompt_sharing import PER_ROW, SHARED_PROMPT
 from evolve.policy.spec import PolicySpec
 from evolve.policy.updater import Updater
 from evolve.rollout import Rollout
@@ -81,7 +82,7 @@ def _trl_loss_and_grads(model, tok, tmp_path, prompts, completions):
     return float(loss.detach()), grads, inputs["advantages"].detach().clone()
 
 
-def _ours(model, tok, random_model_dir, prompts, completions, eps: float | None):
+def _ours(model, tok, random_model_dir, prompts, completions, eps: float | None, forward: str = PER_ROW):
     shipped = PolicySpec.from_toml(REPO / "policies" / "tiny-coder.toml").model_dump()
     grpo = {**shipped["grpo"], "micro_batch_size": N_PROMPTS * G}
     if eps is not None:
@@ -92,6 +93,7 @@ def _ours(model, tok, random_model_dir, prompts, completions, eps: float | None)
                        messages=[], prompt_text="", completion="", reward=REWARDS[g * G + i], prompt_ids=prompts[g],
                        completion_ids=completions[g * G + i]) for i in range(G)] for g in range(N_PROMPTS)]
     up = Updater(model, spec, tok.pad_token_id)
+    up.forward = forward
     prep = up.prepare(groups)
     up.optimizer.zero_grad(set_to_none=True)
     out = up.backward_pass(prep)
@@ -113,10 +115,12 @@ def trl_side(random_model_dir, tmp_path_factory):
     return base, tok, prompts, completions, loss, grads, adv
 
 
-def test_shipped_settings_with_trls_epsilon_match_trl(trl_side, random_model_dir):
+@pytest.mark.parametrize("forward", [PER_ROW, SHARED_PROMPT])
+def test_shipped_settings_with_trls_epsilon_match_trl(trl_side, random_model_dir, forward):
+    """Both update forwards: every row's own (TRL's layout) and each prompt once (evolve.policy.prompt_sharing)."""
     base, tok, prompts, completions, trl_loss, trl_grads, trl_adv = trl_side
     model = copy.deepcopy(base)
-    loss, grads, adv, _ = _ours(model, tok, random_model_dir, prompts, completions, eps=1e-4)
+    loss, grads, adv, _ = _ours(model, tok, random_model_dir, prompts, completions, eps=1e-4, forward=forward)
     assert torch.allclose(adv, trl_adv, atol=1e-6), (adv, trl_adv)
     assert (adv[G:2 * G] == 0).all()  # the zero-variance group: skipped by us, zero advantage in TRL
     scale = N_PROMPTS / (N_PROMPTS - 1)  # one of the three groups is skipped (the documented departure)
