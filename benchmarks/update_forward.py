@@ -107,6 +107,7 @@ def main() -> None:
                      "loss": stats.loss, "grad_norm": stats.grad_norm, "n_tokens_trained": stats.n_tokens})
         print(f"{forward:14s} {seconds:7.1f} s  {counted['tokens']:6d} tokens  grad_norm {stats.grad_norm:.4g}",
               flush=True)
+        write_results("update_forward", args=vars(args), figures={}, results={"runs": runs})  # kept if killed
     peak_end = matmul_peak(spec.threads, dtype)
 
     # the two forwards' log-probs on the same weights, under the completion mask
@@ -126,7 +127,7 @@ def main() -> None:
     peak = max(peak_start, peak_end)
     share = {f: 4 * BASE_PARAMS * tokens[f] / mean[f] / peak for f in mean}
     figures = {
-        "cpu": machine_facts()["cpu_model"], "dtype": dtype, "rows": len(prompts), "distinct_prompts": len(set(units)),
+        "cpu": machine_facts()["cpu"], "dtype": dtype, "rows": len(prompts), "distinct_prompts": len(set(units)),
         "prompt_share_of_per_row_tokens": round(sum(len(p) for p in prompts) / tokens[PER_ROW], 3),
         "per_row_update_s": round(mean[PER_ROW], 1), "shared_update_s": round(mean[SHARED_PROMPT], 1),
         "shared_speedup": round(mean[PER_ROW] / mean[SHARED_PROMPT], 3),
