@@ -74,11 +74,68 @@ def build_groups(tok, tasks: list, n_tasks: int):
     return groups
 
 
+def logprob_gaps(policy, groups) -> dict:
+    """|log-prob differences| on the same weights under the completion mask: shared-prompt against per-row,
+    and, for scale, per-row at micro-batch 1 against the spec's (the same forward, other batch neighbours)."""
+    import torch
+
+    from evolve.policy.prompt_sharing import PER_ROW, SHARED_PROMPT
+
+    up = policy.updater
+    prep = up.prepare(groups)
+
+    def flat(logps, p) -> torch.Tensor:
+        rows = []
+        for lp, t in zip(logps, p.tensors, strict=True):
+            rows += [lp[i][t[3][i].bool()].float() for i in range(lp.shape[0])]
+        return torch.cat(rows)
+
+    got = {}
+    for forward in (PER_ROW, SHARED_PROMPT):
+        up.forward = forward
+        got[forward] = flat(up._all_logprobs(policy.model, prep), prep)
+    from evolve.policy.updater import Updater
+
+    spec1 = up.spec.model_copy(update={"grpo": up.spec.grpo.model_copy(update={"micro_batch_size": 1})})
+    one = Updater(policy.model, spec1, up.pad_id)
+    one.forward = PER_ROW
+    single = one.prepare(groups)
+    got["per_row_mb1"] = flat(one._all_logprobs(policy.model, single), single)
+    shared = (got[SHARED_PROMPT] - got[PER_ROW]).abs()
+    batch = (got["per_row_mb1"] - got[PER_ROW]).abs()
+    return {"shared_vs_per_row_max": round(float(shared.max()), 5), "shared_vs_per_row_mean": round(float(shared.mean()), 6),
+            "per_row_mb1_vs_mb_max": round(float(batch.max()), 5), "per_row_mb1_vs_mb_mean": round(float(batch.mean()), 6),
+            "completion_tokens_compared": int(shared.numel())}
+
+
+def gaps_only(args) -> None:
+    from headroom import load_train_tasks
+    from results_io import RESULTS_DIR
+
+    from evolve.policy import PolicySpec, load_policy
+
+    doc = json.loads((RESULTS_DIR / "update_forward.json").read_text())
+    policy = load_policy(PolicySpec.from_toml(REPO / "policies" / "qwen2.5-coder-0.5b-instruct.toml"))
+    gaps = logprob_gaps(policy, build_groups(policy.tokenizer, load_train_tasks(), doc["args"]["tasks"]))
+    figures = {**doc["figures"], "max_logprob_gap": gaps["shared_vs_per_row_max"],
+               "mean_logprob_gap": gaps["shared_vs_per_row_mean"], "batch_max_logprob_gap": gaps["per_row_mb1_vs_mb_max"],
+               "batch_mean_logprob_gap": gaps["per_row_mb1_vs_mb_mean"]}
+    results = {**doc["results"], "gaps": gaps,
+               "gaps_measured": {"machine": machine_facts(), "by": "--gaps-only", "timed_at_commit": doc["commit"]}}
+    write_results("update_forward", args=doc["args"], figures=figures, results=results, machine=doc["machine"])
+    print_figures(figures)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", type=int, default=4)
     ap.add_argument("--reps", type=int, default=2, help="1: per-row, shared; 2: per-row, shared, shared, per-row")
+    ap.add_argument("--gaps-only", action="store_true",
+                    help="only the log-prob gaps, added to the results file a timed run wrote (no update timed)")
     args = ap.parse_args()
+    if args.gaps_only:
+        gaps_only(args)
+        return
 
     from generate import matmul_peak
     from headroom import load_train_tasks
@@ -110,16 +167,8 @@ def main() -> None:
         write_results("update_forward", args=vars(args), figures={}, results={"runs": runs})  # kept if killed
     peak_end = matmul_peak(spec.threads, dtype)
 
-    # the two forwards' log-probs on the same weights, under the completion mask
-    up = policy.updater
-    prep = up.prepare(groups)
-    logps = {}
-    for forward in (PER_ROW, SHARED_PROMPT):
-        up.forward = forward
-        logps[forward] = up._all_logprobs(policy.model, prep)
-    gap = max(float(((a - b).float() * t[3]).abs().max())
-              for a, b, t in zip(logps[PER_ROW], logps[SHARED_PROMPT], prep.tensors, strict=True))
-
+    gap = logprob_gaps(policy, groups)["shared_vs_per_row_max"]
+    prep = policy.updater.prepare(groups)
     prompts = prep.prompts
     units = prompt_units(prompts)
     mean = {f: sum(r["seconds"] for r in runs if r["forward"] == f) / order.count(f) for f in (PER_ROW, SHARED_PROMPT)}

@@ -30,6 +30,8 @@ TITLES = {
     "generate": "Qwen2.5-Coder-0.5B rollout speed on CPU (the loop's path against float32, batch 8, 1 thread)",
     "memory": "Qwen2.5-Coder-0.5B peak resident memory (goal: at most 6 GB)",
     "loop_throughput": "Learning throughput of a coupled generation on Qwen2.5-Coder-0.5B / humaneval-chat (issue 36)",
+    "update_forward": "The GRPO update's shared-prompt forward against every row's own, Qwen2.5-Coder-0.5B, "
+                      "4 HumanEval-chat tasks x 2 prompt arms x 4 of the 0.5B's own replies (issue 36)",
     "shared_prefill": "The HF backend's shared prompt prefill against every row's own (4 HumanEval tasks x 8 samples x 64 tokens)",
     "ablation38_nolesson_incumbent_only": "Issue 38 diagnostic: coupled in the no-lesson world, the weights trained on the incumbent's samples only",
     "headroom_humaneval": "Headroom probe: one line (or demonstrations) added to the seed prompt, Qwen2.5-Coder-0.5B on "
@@ -302,6 +304,23 @@ LABELS: dict[str, dict[str, str]] = {
         "today_bound_rollouts_per_hour": "bound: update at the peak, sampling at the run's best batched rate, today's shape",
         "fast_bound_rollouts_per_hour": "  issue 36's shape",
         "best_sampling_tokens_per_s": "best batched sampling rate measured in the run, tokens/s",
+    },
+    "update_forward": {
+        "cpu": "CPU",
+        "dtype": "dtype in use (auto-bf16 resolved)",
+        "rows": "rows in the update (every group trains)",
+        "distinct_prompts": "  distinct prompts among them",
+        "prompt_share_of_per_row_tokens": "prompt tokens ÷ every token the per-row forward is given",
+        "per_row_update_s": "one update (forward, backward, step), every row's own forward, s",
+        "shared_update_s": "  each prompt once (shared-prompt), s",
+        "shared_speedup": "  per-row ÷ shared-prompt, time",
+        "tokens_given_ratio": "tokens the model is given, shared-prompt ÷ per-row",
+        "matmul_peak_tflops": "matmul peak of the dtype in use, TFLOP/s (start of run)",
+        "matmul_peak_tflops_end": "  the same at the end of the run",
+        "per_row_share_of_peak": "update's model FLOP/s (4N a token given) ÷ the peak, per-row",
+        "shared_share_of_peak": "  shared-prompt",
+        "max_logprob_gap": "largest |log-prob difference| between the two forwards (completion tokens)",
+        "peak_rss_gb": "peak resident memory of the benchmark's process, GB",
     },
     "ui_scale": {
         "run_page_ttfb_s": "run page, time to first byte",
