@@ -26,6 +26,7 @@ model, the tests' random models) keep the per-row forward, so their recorded fig
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -82,13 +83,19 @@ class PromptSharing:
         self.budget = budget
         self.live: dict[int, _Prompt] = {}
         self.device = next(model.parameters()).device
+        # transformers >= 5.2x names the forward's cache ``cache`` (``past_key_values`` deprecated); vLLM's
+        # environment pins an older one that knows only ``past_key_values`` and drops an unknown keyword
+        params = inspect.signature(self.body.forward).parameters
+        self.cache_kwarg = "cache" if "cache" in params else "past_key_values"
 
     def _prompt(self, unit: int, row: int) -> _Prompt:
         if unit in self.live:
             return self.live[unit]
         ids = torch.tensor([self.prompts[row]], dtype=torch.long, device=self.device)
         cache = DynamicCache(config=self.body.config)
-        out = self.body(input_ids=ids, cache=cache, use_cache=True)
+        out = self.body(input_ids=ids, use_cache=True, **{self.cache_kwarg: cache})
+        if cache.get_seq_length() != ids.size(1):
+            raise RuntimeError(f"the decoder did not fill the KV cache it was given as {self.cache_kwarg!r}")
         keys = [layer.keys for layer in cache.layers]
         values = [layer.values for layer in cache.layers]
         last = out.last_hidden_state[:, -1, :]
@@ -118,7 +125,7 @@ class PromptSharing:
         lengths = torch.tensor([s.length for s in states], device=comp.device)
         pos = lengths[:, None] + torch.arange(c, device=comp.device)[None, :]
         hidden = self.body(input_ids=comp, attention_mask=torch.cat([prefix, cmask], dim=1), position_ids=pos,
-                           cache=cache, use_cache=True).last_hidden_state
+                           use_cache=True, **{self.cache_kwarg: cache}).last_hidden_state
         first = torch.cat([s.last for s in states])[:, None, :]
         predicting = torch.cat([first, hidden[:, :-1, :]], dim=1)
         if b * c * self.head.weight.shape[0] * 4 > self.budget:  # a 152k vocabulary: the head in slices
