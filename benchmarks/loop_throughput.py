@@ -58,6 +58,21 @@ ARMS: dict[str, tuple[Path, str, list[str]]] = {
               "--loop.heldout_final_tasks", "4", "--loop.heldout_final_samples", "2",
               "--loop.heldout_full_at_start", "false"]),
 }
+# The loop as it was when issue 36 was filed (the commit before its first change): the ``today`` arm's config run
+# from that commit's own code, checked out as a worktree, so "today's loop" excludes the speed changes made since
+FILED_COMMIT = "95f7370^"
+ARMS["filed"] = (VENV, "configs/qwen-humaneval.toml", [])
+
+
+def code_root(name: str) -> Path:
+    """Where an arm's code runs from: this checkout, or for ``filed`` a worktree at FILED_COMMIT."""
+    if name != "filed":
+        return REPO
+    root = REPO / "runs" / "loop_throughput" / "filed-src"
+    if not (root / "evolve").is_dir():
+        subprocess.run(["git", "worktree", "add", "--detach", str(root), FILED_COMMIT], cwd=REPO, check=True,
+                       capture_output=True)
+    return root
 
 
 def cpu_facts() -> dict:
@@ -76,28 +91,34 @@ def run_arm(name: str, args, out_dir: Path) -> dict:
     """One ``evolve run`` in a child process (it inherits this process's nice level); its wall time and
     peak RSS (that process, wait4)."""
     venv, config, extra = ARMS[name]
-    tasks, samples = (2, 4) if name == "today" else (args.tasks, args.samples)
+    tasks, samples = (2, 4) if name in ("today", "filed") else (args.tasks, args.samples)
+    root = code_root(name)
     db = out_dir / f"{name}.db"
     db.unlink(missing_ok=True)
     cmd = [str(venv / "bin" / "python"), "-m", "evolve", "run", "--config", config,
            "--name", name, "--db", f"sqlite:///{db}", "--reflection-lm", "offline",
            "--loop.generations", str(args.generations), "--loop.tasks_per_generation", str(tasks),
            "--loop.samples_per_task", str(samples), *extra]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "EVOLVE_MODELS_DIR": str(REPO / "runs" / "models")}
+    env = {**os.environ, "PYTHONPATH": str(root), "EVOLVE_MODELS_DIR": str(REPO / "runs" / "models")}
     log = open(out_dir / f"{name}.log", "w")  # noqa: SIM115 - closed below, after the child
     load0, t0 = os.getloadavg(), time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     _pid, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     log.close()
     rc = os.waitstatus_to_exitcode(status)
     out = {"command": " ".join(cmd), "rc": rc, "wall_s": round(wall, 1), "peak_rss_gb": round(usage.ru_maxrss / 2**20, 3),
-           "load_before": load0, "load_after": os.getloadavg(), "tasks": tasks, "samples": samples}
+           "load_before": load0, "load_after": os.getloadavg(), "tasks": tasks, "samples": samples,
+           "code": _git_head(root)}
     if rc != 0:
         out["error"] = (out_dir / f"{name}.log").read_text()[-1500:]
         return out
     out.update(read_lineage(f"sqlite:///{db}", name))
     return out
+
+
+def _git_head(root: Path) -> str:
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
 
 
 def adopt_arm(name: str, out_dir: Path) -> dict:
@@ -247,9 +268,10 @@ def finish(results: dict, figures: dict, peak: float) -> None:
     for name, s in summ.items():
         s["bound_rollouts_per_hour"] = bound(results["arms"][name], s, peak, best)
         figures[f"{name}_bound_rollouts_per_hour"] = s["bound_rollouts_per_hour"]
-        if "today" in summ and name != "today":
-            figures[f"{name}_vs_today"] = round(s["learning_rollouts_per_hour"]
-                                                / summ["today"]["learning_rollouts_per_hour"], 2)
+        for base in ("today", "filed"):
+            if base in summ and name not in ("today", "filed"):
+                figures[f"{name}_vs_{base}"] = round(s["learning_rollouts_per_hour"]
+                                                     / summ[base]["learning_rollouts_per_hour"], 2)
 
 
 def finish_only() -> None:

