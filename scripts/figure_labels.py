@@ -39,6 +39,8 @@ TITLES = {
     "headroom_codeio": "Headroom probe on CodeI/O (reasoning-gym's data, built offline; 202 training tasks): one line or "
                        "system prompt changed, Qwen2.5-Coder-0.5B (issue 37 item 8)",
     "headroom_codeio_1.5b": "Headroom probe on CodeI/O: Qwen2.5-Coder-1.5B-Instruct's seed (issue 37 item 8)",
+    "weights_lever_humaneval": "The weights lever's headroom: held-out pass@1 (41 x 8) after 256 GRPO learning rollouts, "
+                               "Qwen2.5-Coder-0.5B on HumanEval-chat, two learning rates (issue 37 item 3)",
     "headroom_humaneval_1.5b": "Headroom probe on HumanEval-chat's 123 training problems, Qwen2.5-Coder-1.5B-Instruct as "
                                "the policy: the lines written by hand (issue 37 item 3)",
     "vllm_nucleus": "vLLM's CPU top-p filter: its full-vocabulary sort against the topk filter (Qwen2.5-Coder-0.5B, "
@@ -423,4 +425,18 @@ LABELS["pass_rates"] = {
     "tiny_coder_hard_tasks": "tiny-coder-hard / the embedded model: held-out tasks",
     "tiny_coder_hard_evaluations": "  base evaluations pooled (8 samples a task each)",
     "tiny_coder_hard_mean_rate": "  mean pass rate",
+}
+LABELS["weights_lever_humaneval"] = {
+    "cpu": "CPU",
+    "start_pass1": "held-out pass@1 at the start (the seed's draw, both rates)",
+    "lr1e-4_end_pass1": "lr 1e-4 (shipped): at the end",
+    "lr1e-4_diff_points": "  end - start, points",
+    "lr1e-4_ci95_low_points": "  95% interval, low",
+    "lr1e-4_ci95_high_points": "  95% interval, high",
+    "lr1e-4_learning_rollouts": "  learning rollouts",
+    "lr1e-3_end_pass1": "lr 1e-3: at the end",
+    "lr1e-3_diff_points": "  end - start, points",
+    "lr1e-3_ci95_low_points": "  95% interval, low",
+    "lr1e-3_ci95_high_points": "  95% interval, high",
+    "lr1e-3_learning_rollouts": "  learning rollouts",
 }
