@@ -9,6 +9,7 @@ import json
 
 import pytest
 import torch
+from token_counter import TokenCounter
 
 from evolve.gym import load_gym
 from evolve.policy import load_policy
@@ -20,17 +21,6 @@ from evolve.rollout import Rollout
 COMPLETIONS = ["```python\ndef f(x):\n    return x + 1\n```", "```python\ndef f(x):\n    return sorted(x)[::-1]\n```",
                "I think the answer is to loop.\n```python\ndef f(xs):\n    out = []\n    for x in xs:\n"
                "        out.append(x * 2)\n    return out\n```", "```python\nreturn 0\n```", "no code"]
-
-
-class TokenCounter:
-    """Tokens the model's embedding layer was given, over every forward."""
-
-    def __init__(self, model):
-        self.tokens = 0
-        model.get_input_embeddings().register_forward_hook(self)
-
-    def __call__(self, module, args, output):
-        self.tokens += args[0].numel()
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import json
 
 import pytest
 import torch
+from token_counter import TokenCounter
 
 import evolve.policy.backends.hf as hf_mod
 from evolve.gym import load_gym
@@ -37,17 +38,6 @@ def _agree(batch, shared) -> int:
             assert gap < 1e-3, gap
             compared += same
     return compared
-
-
-class TokenCounter:
-    """Tokens the model's embedding layer was given, over every forward."""
-
-    def __init__(self, model):
-        self.tokens = 0
-        model.get_input_embeddings().register_forward_hook(self)
-
-    def __call__(self, module, args, output):
-        self.tokens += args[0].numel()
 
 
 @pytest.fixture
