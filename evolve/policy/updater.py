@@ -28,6 +28,7 @@ import math
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 import numpy as np
 import torch
@@ -87,7 +88,7 @@ class _Prepared:
     @property
     def starts(self) -> list[int]:
         """The index of each micro-batch's first row."""
-        return [sum(len(b) for b in self.batches[:k]) for k in range(len(self.batches))]
+        return list(accumulate((len(b) for b in self.batches[:-1]), initial=0)) if self.batches else []
 
 
 def collate(rows: list[_Row], pad_id: int):
@@ -212,8 +213,7 @@ class Updater:
             logp = logprobs(start, t)
             out, gap = self._micro_step(batch, logp, prep.masks[k], prep.old[k] if prep.old else None,
                                         prep.ref[k] if prep.ref else None, n, prep.n_tokens)
-            if isinstance(logprobs, _Shared):
-                logprobs.sharing.release(start + len(batch))  # the finished prompts' own backward
+            logprobs.release(start + len(batch))  # shared prompts: the finished ones' own backward
             losses.append(float(out.loss))
             kls.append(out.kl)
             clips.append(out.clip_fraction)
@@ -242,12 +242,12 @@ class Updater:
         stats.seconds = time.perf_counter() - t0
         return stats
 
-    def _logprobs_fn(self, model, prep: _Prepared):
-        """(micro-batch start row, collated tensors) -> (B, C) completion log-probs under this updater's forward."""
+    def _logprobs_fn(self, model, prep: _Prepared) -> _PerRow | _Shared:
+        """This updater's forward: (micro-batch start row, collated tensors) -> (B, C) completion log-probs."""
         t = self.spec.sampling.temperature
         if self.forward == SHARED_PROMPT:
             return _Shared(PromptSharing(model, prep.prompts, t))
-        return lambda start, x: completion_logprobs(model, x[0], x[1], x[2], x[3], t)
+        return _PerRow(model, t)
 
     def _micro_step(self, batch, logp, mask, old, ref, n_micro: int, n_tokens: int):
         g = self.spec.grpo
@@ -286,8 +286,7 @@ class Updater:
         out = []
         for start, x, batch in zip(prep.starts, prep.tensors, prep.batches, strict=True):
             out.append(logprobs(start, x))
-            if isinstance(logprobs, _Shared):
-                logprobs.sharing.release(start + len(batch))
+            logprobs.release(start + len(batch))
         return out
 
     def _old_logprobs(self, prep: _Prepared):
@@ -321,10 +320,27 @@ class Updater:
 
 
 @dataclass
+class _PerRow:
+    """Every row's own forward (TRL's layout); nothing is kept between micro-batches."""
+
+    model: torch.nn.Module
+    temperature: float
+
+    def __call__(self, start: int, x: tuple) -> torch.Tensor:
+        return completion_logprobs(self.model, x[0], x[1], x[2], x[3], self.temperature)
+
+    def release(self, done: int) -> None:
+        pass
+
+
+@dataclass
 class _Shared:
-    """The shared-prompt forward as a (start, tensors) -> log-probs callable; its prompts are released by the caller."""
+    """Each prompt forwarded once (evolve.policy.prompt_sharing); ``release`` runs the finished prompts' backward."""
 
     sharing: PromptSharing
 
     def __call__(self, start: int, x: tuple) -> torch.Tensor:
         return self.sharing.logprobs(start, x[2], x[3])
+
+    def release(self, done: int) -> None:
+        self.sharing.release(done)
