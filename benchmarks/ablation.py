@@ -62,6 +62,9 @@ ARMS = {  # name -> overrides of configs/ablation.toml's [loop]
     # faster pool turnover: at most 3 looks per challenger (alpha/3 per look)
     "coupled-sfp-l3": {"mode": "coupled", "selection": {"type": "in_group", "promote_looks": 3}},
     "coupled-gate": {"mode": "coupled", "selection": GATE},
+    # issue 38: stop exploring at half a group after 4 looks without a promotion (1 of 8 samples unless
+    # the challenger's evidence is promising)
+    "coupled-lean": {"mode": "coupled", "selection": {"type": "in_group", "lean_after_looks": 4}},
     "weights-only": {"mode": "weights"},
     "prompt-only-sfp": {"mode": "prompt", "selection": IN_GROUP},
     # issue 38's value-of-look rule (arms coupled-value, prompt-only-value) was deleted after seeds 40-47:
@@ -136,7 +139,7 @@ def arm_config(base: Path, arm: str, out: Path, budget: int | None, sets: dict |
     return path
 
 
-def run_one(out: Path, config: Path, arm: str, seed: int) -> dict:
+def run_one(out: Path, config: Path, arm: str, seed: int, policy_sets: tuple[str, ...] = ()) -> dict:
     name = f"{arm}-s{seed}"
     done = out / f"{name}.json"
     if done.exists():
@@ -154,7 +157,8 @@ def run_one(out: Path, config: Path, arm: str, seed: int) -> dict:
             stale.unlink()
     left = tomllib.loads(config.read_text())["loop"]["generations"] - last
     cmd = (["resume", name, "--db", db, "--generations", str(max(left, 0))] if resume else
-           ["run", "--config", str(config), "--seed", str(seed), "--name", name, "--db", db])
+           ["run", "--config", str(config), "--seed", str(seed), "--name", name, "--db", db,
+            *policy_args(policy_sets)])
     t0 = time.perf_counter()
     with open(out / f"{name}.log", "a" if resume else "w") as log:  # the run's status lines
         subprocess.run([sys.executable, "-m", "evolve", *cmd], cwd=REPO, check=True, stdout=log,
@@ -167,6 +171,17 @@ def run_one(out: Path, config: Path, arm: str, seed: int) -> dict:
     print(f"# {name}: {len(gens) - 1} generations, final full pass@1 "
           f"{gens[-1]['metrics'].get('heldout_full', {}).get('pass@1')}, {wall:.0f}s", flush=True)
     return rec
+
+
+def policy_args(sets: tuple[str, ...]) -> list[str]:
+    """--policy-set KEY=VALUE -> `evolve run`'s --policy.KEY VALUE (a resumed run reads its recorded spec)."""
+    out = []
+    for item in sets:
+        key, eq, value = item.partition("=")
+        if not eq:
+            sys.exit(f"ablation: --policy-set {item}: expected KEY=VALUE (e.g. optimizer.lr=1e-3)")
+        out += [f"--policy.{key}", value]
+    return out
 
 
 def _committed_generations(db: str, name: str, env: dict, check: bool = False) -> list[dict]:
@@ -505,6 +520,8 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=TOML",
                     help="a [loop] value for every arm, after the arm's overrides (e.g. heldout_seed_prompt=false: "
                          "the real-model ablation cannot afford coupled-sfp's second full held-out pass)")
+    ap.add_argument("--policy-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a policy-spec value for every arm (`evolve run --policy.KEY VALUE`; e.g. optimizer.lr=1e-3)")
     ap.add_argument("--plan", default=None, help="explicit run order SEED:ARM,... (instead of seeds x arms)")
     ap.add_argument("--summarize-only", action="store_true")
     ap.add_argument("--results-name", default="ablation",
@@ -539,7 +556,7 @@ def main() -> None:
         sets = {k: tomllib.loads(f"v = {v}")["v"] for k, v in (x.split("=", 1) for x in args.set)}
         configs = {a: arm_config(Path(args.config), a, out, args.budget, sets) for a in {a for _, a in plan}}
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            futures = [pool.submit(run_one, out, configs[a], a, s) for s, a in plan]
+            futures = [pool.submit(run_one, out, configs[a], a, s, tuple(args.policy_set)) for s, a in plan]
             [f.result() for f in futures]
         runs = [json.loads(p.read_text()) for p in sorted(out.glob("*-s*.json"))]  # with earlier runs
     unfinished = unfinished_runs(out, {f"{r['arm']}-s{r['seed']}" for r in runs})

@@ -76,6 +76,7 @@ ARM_LABELS = {
     "coupled-value": "coupled, value-of-look selection (issue 38)",
     "coupled-sfp-c1": "the default with the challenger given 1 of each task's 8 samples (deleted knob)",
     "coupled-sfp-c2": "the default with the challenger given 2 of each task's 8 samples (deleted knob)",
+    "coupled-lean": "the default, lean after 4 looks without a promotion (1 of 8 samples unless promising)",
     "coupled-sfp-inc": "the default, challengers' completions trained under the incumbent's prompt",
     "coupled-sfp-nochal": "the default with an empty lesson folder: no challenger is ever sampled (diagnostic)",
     "weights-only-taskseed": "weights-only with seed_scope = \"task\": the same distribution, other streams (diagnostic)",

@@ -254,3 +254,40 @@ def test_paired_differences_score_the_verdict_or_the_reward():
         assert diffs == pytest.approx(reference(by))
     assert paired_differences(inc, ch, "passed")[0] == pytest.approx([0.5, 0.0])
     assert paired_differences(inc, ch, "reward")[0] == pytest.approx([0.05, 0.0])
+
+
+def test_lean_share_after_looks_without_a_promotion_and_half_again_when_promising(tiny_model_dir, tmp_path):
+    """lean_after_looks = 1: the first look gets half a group; after it, a challenger whose evidence is not
+    promising gets lean_samples (1) of each task's group in the real loop, compared 1 against 1; one whose
+    evidence is promising gets half again; a promotion restarts the count."""
+    from evolve.loop.selection.in_group import lean, looks_against_incumbent
+
+    sel = {"type": "in_group", "challenger_pool": 1, "evict_below": 0.0, "lean_after_looks": 1,
+           "lean_samples": 1, "promising_p": 0.2, "promote_looks": 6, "retire_alpha": 1e-9}
+    session, _ = start(tmp_path, selection=sel)
+    ch = seed_challenger(session, DISTRACTORS[0])
+    try:
+        outs = run(session, 2)
+        rule, ev = session.ctx.config.selection, session.ctx.evolver
+        recs = [o.metrics["challengers"][0] for o in outs]
+        assert [r["id"] for r in recs] == [ch.id, ch.id]
+        assert recs[0]["samples"] == 4 * 2  # 4 tasks x half of 4
+        if ch.evidence.decision == "active" and ch.evidence.per_generation[0] and not (
+                recs[0]["mean_diff"] > 0 and recs[0]["p"] <= 0.2):
+            assert recs[1]["samples"] == 4 * 1  # lean: 1 of each task's 4
+            assert recs[1]["n"] - recs[0]["n"] == 4  # still one paired difference a task
+        promoted = ev.current().id != ev.seed.id
+        assert looks_against_incumbent(ev) == (0 if promoted else 2)
+        # the share rule on its own, against hand-set evidence of the live challenger
+        ch.evidence.diffs, ch.evidence.per_generation = [1.0, 1.0, 1.0, 0.0], [4]
+        assert not lean(rule, ev, ch)  # promising: p = 1/8 <= 0.2
+        ch.evidence.diffs = [1.0, -1.0, 0.0, 0.0]
+        assert lean(rule, ev, ch)
+        assert not lean(rule.model_copy(update={"lean_after_looks": 0}), ev, ch)  # off: always half
+        assert not lean(rule.model_copy(update={"lean_after_looks": 9}), ev, ch)  # looks not yet spent
+        ev.incumbent = None  # another incumbent (a promotion) restarts the count
+        ev.pool.active[0].incumbent = "another"
+        ev.pool.decided = []
+        assert looks_against_incumbent(ev) == 0
+    finally:
+        session.close()

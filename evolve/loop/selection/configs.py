@@ -61,6 +61,17 @@ class InGroupSelection(ConfigModel):
                                 "that is losing.")
     evidence_cap: int = Field(96, ge=1, description="Paired task differences after which an undecided challenger "
                               "is retired.")
+    lean_after_looks: int = Field(
+        0, ge=0, description="Stop exploring at half a group (issue 38): once this many looks (generations with a "
+        "challenger) were spent against the current incumbent without a promotion, a challenger gets lean_samples "
+        "of each task's samples unless its own evidence is promising; a promotion restarts the count. 0 = never "
+        "(half a group always).")
+    lean_samples: int = Field(1, ge=1, description="A challenger's samples of each task's group once the lever "
+                              "is lean (compared with as many of the incumbent's: k against k).")
+    promising_p: float = Field(
+        0.2, gt=0, lt=1, description="A lean-phase challenger whose differences so far have a positive mean and a "
+        "one-sided sign-flip p-value at most this gets half a group again (the promotion test is unchanged: the "
+        "share depends only on past looks, so every look stays an exact test).")
 
 
 class GateSelection(ConfigModel):
