@@ -184,6 +184,19 @@ def policy_args(sets: tuple[str, ...]) -> list[str]:
     return out
 
 
+def arm_power(config: Path, policy_sets: tuple[str, ...]) -> dict | None:
+    """What the arm's promotion test can detect (`evolve plan`'s table, issue 37 item 1); None when the
+    arm has no prompt lever."""
+    from evolve.loop.power import TRIALS, config_power, model_key
+    from evolve.loop.run_config import parse_overrides, resolve
+
+    _, overrides = parse_overrides(policy_args(policy_sets))
+    settings = resolve(config, overrides, need_cluster=False)
+    if settings.loop.mode == "weights":
+        return None
+    return config_power(settings.loop, model_key(settings.spec), TRIALS)
+
+
 def _committed_generations(db: str, name: str, env: dict, check: bool = False) -> list[dict]:
     """Run ``name``'s committed generations in ``db`` (``evolve lineage --json``), in index order; [] when
     the file or the run does not exist (``check``: an error instead)."""
@@ -568,8 +581,10 @@ def main() -> None:
                   f"{row['final_pass@1_sd']:.3f}  pass@8 {row['final_pass@8_mean']:.3f}  seeds {row['seeds']}  "
                   f"reach {row.get('rollouts_to_weights_final')}")
     batches = record_batch(out, args, plan, reused, started_at)
+    power = {a: arm_power(out / f"{a}.toml", tuple(args.policy_set)) for a in sorted({r["arm"] for r in runs})
+             if (out / f"{a}.toml").exists()}
     write_results(args.results_name, args={"batches": batches},
-                  results={"runs": runs, "unfinished": unfinished, "summary": table}, figures=figures)
+                  results={"runs": runs, "unfinished": unfinished, "summary": table, "power": power}, figures=figures)
     print_figures(figures)
 
 

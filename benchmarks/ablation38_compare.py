@@ -1,0 +1,100 @@
+"""Issue 38's goals, read from the grids' results files (no run of its own): for each coupled arm on the
+same fresh seeds,
+
+- gym: coupled - the best single lever (weights-only, per seed and task), and discovery (a helpful line
+  promoted within 8 generations: on how many seeds);
+- no-lesson world: coupled - weights-only, against the shipped weights-only draw and against the mean of
+  both weights-only draws (the shipped one and `weights-only-taskseed`, the same distribution from other
+  random streams: ablation38_nolesson_perturbed.json), since one reference draw per seed carried about 4 of
+  the 9 points measured against it (docs/ablation.md, issue 38).
+
+Intervals: ablation.bootstrap_diff (resamples seeds, and tasks within them; 2,000 draws, seed 0).
+
+    .venv/bin/python benchmarks/ablation38_compare.py      # -> benchmarks/results/ablation38_compare.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from ablation import bootstrap_diff, discovery, per_task  # noqa: E402
+from results_io import print_figures, write_results  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+GOALS = {"nolesson_floor_points": -2.0, "gym_gain_points": 12.0, "seeds_promoted_within_8": 7}
+
+
+def finals(path: Path) -> dict[str, dict[int, dict]]:
+    """arm -> seed -> the final full held-out per-task pass rates."""
+    out: dict[str, dict[int, dict]] = {}
+    for r in json.loads(path.read_text())["results"]["runs"]:
+        out.setdefault(r["arm"], {})[r["seed"]] = per_task(r["generations"][-1])
+    return out
+
+
+def runs_of(path: Path) -> dict[str, dict[int, dict]]:
+    out: dict[str, dict[int, dict]] = {}
+    for r in json.loads(path.read_text())["results"]["runs"]:
+        out.setdefault(r["arm"], {})[r["seed"]] = r
+    return out
+
+
+def mean_of(a: dict[int, dict], b: dict[int, dict]) -> dict[int, dict]:
+    return {s: {t: (a[s][t] + b[s][t]) / 2 for t in a[s]} for s in sorted(set(a) & set(b))}
+
+
+def points(d: tuple) -> dict:
+    mean, lo, hi = d
+    return {"points": round(100 * mean, 2), "ci95": [round(100 * lo, 2), round(100 * hi, 2)]}
+
+
+def compare(gym: Path, nolesson: Path, perturbed: Path, arms: list[str]) -> tuple[dict, dict]:
+    g, n, p = finals(gym), finals(nolesson), finals(perturbed)
+    g_runs = runs_of(gym)
+    two = mean_of(n["weights-only"], p["weights-only-taskseed"])
+    out, figures = {}, {}
+    for arm in arms:
+        seeds = sorted(set(g.get(arm, {})) & set(n.get(arm, {})) & set(g["weights-only"]) & set(two))
+        if not seeds:
+            continue
+
+        def only(x: dict[int, dict], keep: list[int] = seeds) -> dict[int, dict]:
+            return {s: x[s] for s in keep}
+
+        best = max(("weights-only", "prompt-only-sfp"),
+                   key=lambda a: sum(sum(v.values()) / len(v) for v in only(g[a]).values()))
+        promoted = [discovery(g_runs[arm][s])["helpful_first_promoted_at"] for s in seeds]
+        row = {"seeds": seeds, "gym_best_single": best,
+               "gym_minus_best_single": points(bootstrap_diff(only(g[arm]), only(g[best]))),
+               "gym_helpful_promoted_at": promoted,
+               "gym_seeds_promoted_within_8": sum(1 for x in promoted if x is not None and x <= 8),
+               "nolesson_minus_weights_only": points(bootstrap_diff(only(n[arm]), only(n["weights-only"]))),
+               "nolesson_minus_two_draws": points(bootstrap_diff(only(n[arm]), only(two)))}
+        out[arm] = row
+        key = arm.replace("-", "_")
+        figures[f"{key}_gym_minus_best_single"] = row["gym_minus_best_single"]["points"]
+        figures[f"{key}_gym_seeds_promoted_within_8"] = row["gym_seeds_promoted_within_8"]
+        figures[f"{key}_nolesson_minus_two_draws"] = row["nolesson_minus_two_draws"]["points"]
+        figures[f"{key}_nolesson_minus_two_draws_ci95_low"] = row["nolesson_minus_two_draws"]["ci95"][0]
+        figures[f"{key}_nolesson_minus_two_draws_ci95_high"] = row["nolesson_minus_two_draws"]["ci95"][1]
+    return out, figures
+
+
+def main() -> None:
+    arms = ["coupled-sfp", "coupled-lean"]
+    files = {"gym": RESULTS / "ablation38_gym.json", "nolesson": RESULTS / "ablation38_nolesson.json",
+             "perturbed": RESULTS / "ablation38_nolesson_perturbed.json"}
+    table, figures = compare(files["gym"], files["nolesson"], files["perturbed"], arms)
+    for arm, row in table.items():
+        print(f"{arm:<14} gym {row['gym_minus_best_single']}  promoted<=8 {row['gym_seeds_promoted_within_8']}"
+              f"/{len(row['seeds'])}  no-lesson vs both draws {row['nolesson_minus_two_draws']}")
+    write_results("ablation38_compare", args={"inputs": {k: str(v.name) for k, v in files.items()}, "goals": GOALS},
+                  results={"arms": table}, figures=figures)
+    print_figures(figures)
+
+
+if __name__ == "__main__":
+    main()
