@@ -62,13 +62,11 @@ ARMS = {  # name -> overrides of configs/ablation.toml's [loop]
     # faster pool turnover: at most 3 looks per challenger (alpha/3 per look)
     "coupled-sfp-l3": {"mode": "coupled", "selection": {"type": "in_group", "promote_looks": 3}},
     "coupled-gate": {"mode": "coupled", "selection": GATE},
-    # issue 38: stop exploring at half a group after 4 looks without a promotion (1 of 8 samples unless
-    # the challenger's evidence is promising)
-    "coupled-lean": {"mode": "coupled", "selection": {"type": "in_group", "lean_after_looks": 4}},
     "weights-only": {"mode": "weights"},
     "prompt-only-sfp": {"mode": "prompt", "selection": IN_GROUP},
     # issue 38's value-of-look rule (arms coupled-value, prompt-only-value) was deleted after seeds 40-47:
-    # no better than in-group on either world (ablation38_gym.json, ablation38_nolesson.json; code: a60b6b2)
+    # no better than in-group on either world (ablation38_gym.json, ablation38_nolesson.json; code: a60b6b2);
+    # so was coupled-lean (a challenger's share cut to 1 of 8 after 4 looks without a promotion; code: 3c63e23)
     # the coupled default's control: every learning reward Bernoulli(0.5); both levers see noise
     "random-reward-sfp": {"mode": "coupled", "selection": IN_GROUP, "reward": "random"},
 }

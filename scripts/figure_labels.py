@@ -50,6 +50,7 @@ TITLES = {
     "agents_seed1": "Multi-turn agents (tiny-coder, seed 1)",
     "scale": "Ray scale-out on 2 shared cores",
     "ablation38_nolesson_no_challenger": "Issue 38 in the no-lesson world, coupled with no challenger ever (diagnostic, seeds 40-42)",
+    "selection_goals": "Issue 38's goals per coupled rule on seeds 40-47 (c1, c2: 40-42), read from the two grids' files",
     "ablation38_nolesson_perturbed": "Issue 38: weights-only from other random streams (diagnostic, seeds 40-47)",
     "ablation38_nolesson_no_crn": "Issue 38 in the no-lesson world without common random numbers (diagnostic, seeds 40-41)",
 }
@@ -76,7 +77,7 @@ ARM_LABELS = {
     "coupled-value": "coupled, value-of-look selection (issue 38)",
     "coupled-sfp-c1": "the default with the challenger given 1 of each task's 8 samples (deleted knob)",
     "coupled-sfp-c2": "the default with the challenger given 2 of each task's 8 samples (deleted knob)",
-    "coupled-lean": "the default, lean after 4 looks without a promotion (1 of 8 samples unless promising)",
+    "coupled-lean": "coupled, lean share: 1 of 8 samples after 4 looks without a promotion unless promising (deleted)",
     "coupled-sfp-inc": "the default, challengers' completions trained under the incumbent's prompt",
     "coupled-sfp-nochal": "the default with an empty lesson folder: no challenger is ever sampled (diagnostic)",
     "weights-only-taskseed": "weights-only with seed_scope = \"task\": the same distribution, other streams (diagnostic)",
@@ -419,6 +420,16 @@ LABELS["power"] = {
        for c, name in _POWER_CONFIGS.items() for e in (0, 5, 10) for m, pairing in _POWER_PAIRING.items()},
     **{f"{c}_run_startup_cpu_s": f"{name}: `evolve run`'s start-up table, CPU time" for c, name in _POWER_CONFIGS.items()},
 }
+LABELS["selection_goals"] = {
+    k: v for arm in ("coupled-sfp", "coupled-value", "coupled-lean", "coupled-sfp-c1", "coupled-sfp-c2")
+    for k, v in {
+        f"{arm.replace('-', '_')}_gym_minus_best_single": f"{ARM_LABELS[arm]}: gym, − best single lever, points",
+        f"{arm.replace('-', '_')}_gym_seeds_promoted_within_8": "  seeds on which a helpful line was promoted within "
+                                                                 "8 generations (goal: 7 of 8)",
+        f"{arm.replace('-', '_')}_nolesson_minus_two_draws": "  no-lesson world, − the mean of both weights-only draws, "
+                                                             "points (goal ≥ −2)",
+        f"{arm.replace('-', '_')}_nolesson_minus_two_draws_ci95_low": "    95% interval, low",
+        f"{arm.replace('-', '_')}_nolesson_minus_two_draws_ci95_high": "    95% interval, high"}.items()}
 LABELS["pass_rates"] = {
     "humaneval_chat_tasks": "humaneval-chat / Qwen2.5-Coder-0.5B: held-out problems",
     "humaneval_chat_evaluations": "  base evaluations pooled (8 samples a problem each)",

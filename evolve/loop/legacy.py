@@ -33,6 +33,9 @@ MOVED = {"reflection_lm": "reflection_lm", "reflection_api_base": "api_base", "r
 
 # [loop.selection] types deleted as measured worse (the nested format's refusals), with the last commit that had them.
 _DELETED_TYPES = {"value": "a60b6b2"}
+# In-group fields deleted as measured no better: field -> (the value that meant "off", its companion fields, the
+# last commit that had them). A record with the field off is the same config without them; one with it on is refused.
+_DELETED_IN_GROUP = {"lean_after_looks": (0, ("lean_samples", "promising_p"), "3c63e23")}
 
 
 def upgrade_recorded(data: dict[str, Any], source: str, recorded_by: str | None = None) -> dict[str, Any]:
@@ -43,7 +46,21 @@ def upgrade_recorded(data: dict[str, Any], source: str, recorded_by: str | None 
         by = f"evolve {recorded_by}" if recorded_by else f"an evolve up to {_DELETED_TYPES[kind]}"
         raise ConfigError(f"{source}: recorded by {by} under selection.type = {kind!r}, a rule this version no "
                           f"longer has (deleted as measured worse); check out that version to resume or replay it")
-    return _nest_prompt(_nest_selection(data, source, recorded_by))
+    return _nest_prompt(_nest_selection(_drop_deleted_fields(data, source, recorded_by), source, recorded_by))
+
+
+def _drop_deleted_fields(data: dict[str, Any], source: str, recorded_by: str | None) -> dict[str, Any]:
+    selection = data.get("selection")
+    if not isinstance(selection, dict) or not any(k in selection for k in _DELETED_IN_GROUP):
+        return data
+    for key, (off, companions, commit) in _DELETED_IN_GROUP.items():
+        if selection.get(key, off) != off:
+            by = f"evolve {recorded_by}" if recorded_by else f"an evolve up to {commit}"
+            raise ConfigError(f"{source}: recorded by {by} under selection.{key} = {selection[key]!r}, a rule this "
+                              f"version no longer has (measured no better); check out that version to resume or "
+                              f"replay it")
+        selection = {k: v for k, v in selection.items() if k != key and k not in companions}
+    return {**data, "selection": selection}
 
 
 def _nest_prompt(data: dict[str, Any]) -> dict[str, Any]:

@@ -167,3 +167,27 @@ def test_a_run_recorded_under_the_deleted_value_rule_is_shown_but_not_resumed_or
         assert len(lines) == 1 and "selection.type = 'value'" in lines[0] and "95ce19a4" in lines[0], lines
     with pytest.raises(ConfigError, match="an evolve up to"):  # a record that names no version
         upgrade_recorded({"mode": "coupled", "selection": {"type": "value"}}, "run x")
+
+
+def test_a_run_recorded_under_the_deleted_lean_share_is_refused_and_one_with_it_off_loads(tmp_path):
+    """The lean share (issue 38, deleted after seeds 40-47: no better) as a real kept run: it reads, and
+    resume and replay refuse in one line naming the version; a run recorded while the field existed
+    but was off (every other run of those commits, the powered ablation's among them) is the same config."""
+    import gzip
+    import shutil
+
+    db = tmp_path / "l.db"
+    with gzip.open(REPO / "benchmarks/results/lineage/ablation38/gym-coupled-lean-s40.db.gz") as src, \
+            db.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    shown = _cli(db, "lineage", "coupled-lean-s40", "--json")
+    assert shown.returncode == 0 and len(json.loads(shown.stdout)) == 17, shown.stderr
+    for args in (("resume", "coupled-lean-s40", "--generations", "1"), ("replay", "coupled-lean-s40:2")):
+        proc = _cli(db, *args)
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+        assert len(lines) == 1 and "selection.lean_after_looks = 4" in lines[0] and "3c63e23" in lines[0], lines
+    off = {"lean_after_looks": 0, "lean_samples": 1, "promising_p": 0.2}
+    recorded = LoopConfig().to_dict()
+    recorded["selection"] = {**recorded["selection"], **off}
+    assert LoopConfig.from_recorded(recorded, "run x") == LoopConfig()

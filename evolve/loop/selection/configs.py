@@ -14,6 +14,9 @@ pool's evidence was negative, displacement by the value of the next look; on see
 the best single lever +3.5 points on the gym against in-group's +5.2, coupled minus weights-only -7.7 in
 the no-lesson world against -9.0, a helpful line promoted within 8 generations on 4 of 8 seeds under
 either: no better, so the simpler rule stays; benchmarks/results/ablation38_gym.json, ablation38_nolesson.json),
+the lean share (``lean_after_looks``: 1 of 8 samples once 4 looks found nothing, half again while a line's
+evidence was promising; seeds 40-47: the no-lesson floor +1.7 points [-0.7, +4.0] better, the gym -0.3, a
+helpful line promoted within 8 generations on 2 of 8 seeds against 4; selection_goals.json),
 and, at the gate, the strict rule, non-inferior promotion and reusing rollouts other than the
 winner's.
 """
@@ -61,17 +64,6 @@ class InGroupSelection(ConfigModel):
                                 "that is losing.")
     evidence_cap: int = Field(96, ge=1, description="Paired task differences after which an undecided challenger "
                               "is retired.")
-    lean_after_looks: int = Field(
-        0, ge=0, description="Stop exploring at half a group (issue 38): once this many looks (generations with a "
-        "challenger) were spent against the current incumbent without a promotion, a challenger gets lean_samples "
-        "of each task's samples unless its own evidence is promising; a promotion restarts the count. 0 = never "
-        "(half a group always).")
-    lean_samples: int = Field(1, ge=1, description="A challenger's samples of each task's group once the lever "
-                              "is lean (compared with as many of the incumbent's: k against k).")
-    promising_p: float = Field(
-        0.2, gt=0, lt=1, description="A lean-phase challenger whose differences so far have a positive mean and a "
-        "one-sided sign-flip p-value at most this gets half a group again (the promotion test is unchanged: the "
-        "share depends only on past looks, so every look stays an exact test).")
 
 
 class GateSelection(ConfigModel):

@@ -36,7 +36,6 @@ from evolve.metrics import ChallengerRecord, UpdateRecord
 from evolve.prompt.challengers import Challenger
 from evolve.prompt.evidence import EvidenceRule, log_wealth
 from evolve.prompt.evolver import PromptEvolver
-from evolve.prompt.gate_rule import signflip_pvalue
 from evolve.rollout import Rollout
 
 
@@ -84,8 +83,6 @@ class InGroup:
         if not picked or group_size < ctx.config.samples_per_task:
             return [incumbent]
         per = ctx.config.samples_per_task // 2
-        if lean(sel, ev, picked[0]):
-            per = min(sel.lean_samples, per)
         incumbent.samples = group_size - per
         return [incumbent, Arm(picked[0].candidate, per, picked[0])]
 
@@ -145,27 +142,6 @@ class InGroup:
             admitted = ev.admit(p, judged.index)
             verdict.proposals.append({"proposal": p, "accepted": admitted, "minibatch": None, "parent_minibatch": None,
                                   "meta": {"selection": self.type, "admitted_to_pool": admitted}})
-
-
-def lean(sel: InGroupSelection, ev: PromptEvolver, picked: Challenger) -> bool:
-    """Whether the picked challenger gets only ``lean_samples`` this generation: the lever has spent
-    ``lean_after_looks`` looks against the current incumbent without a promotion, and the picked line's
-    own evidence is not promising. Both read only the evolver's persisted state (resume and replay
-    decide alike). Departure, on purpose: Fast-Slow Training and E-SPL keep sampling their prompts
-    at a fixed share; here exploration is budgeted because a challenger's samples are worth nothing to
-    the weights when no line helps (docs/ablation.md, issue 38)."""
-    if not sel.lean_after_looks or looks_against_incumbent(ev) < sel.lean_after_looks:
-        return False
-    diffs = picked.evidence.diffs
-    return not (diffs and float(np.mean(diffs)) > 0 and signflip_pvalue(diffs) <= sel.promising_p)
-
-
-def looks_against_incumbent(ev: PromptEvolver) -> int:
-    """Generations of evidence every challenger, live or decided, has gathered against the current
-    incumbent (a promotion makes a new incumbent, so the count restarts)."""
-    current = ev.current().id
-    live = sum(len(c.evidence.per_generation) for c in ev.pool.active if c.incumbent == current)
-    return live + sum(d["evidence"].get("generations", 0) for d in ev.pool.decided if d.get("incumbent") == current)
 
 
 def challenger_record(ev: PromptEvolver, c: Challenger, samples: int, rule: EvidenceRule) -> ChallengerRecord:

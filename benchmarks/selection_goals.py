@@ -10,7 +10,7 @@ same fresh seeds,
 
 Intervals: ablation.bootstrap_diff (resamples seeds, and tasks within them; 2,000 draws, seed 0).
 
-    .venv/bin/python benchmarks/ablation38_compare.py      # -> benchmarks/results/ablation38_compare.json
+    .venv/bin/python benchmarks/selection_goals.py      # -> benchmarks/results/selection_goals.json
 """
 
 from __future__ import annotations
@@ -73,6 +73,9 @@ def compare(gym: Path, nolesson: Path, perturbed: Path, arms: list[str]) -> tupl
                "gym_seeds_promoted_within_8": sum(1 for x in promoted if x is not None and x <= 8),
                "nolesson_minus_weights_only": points(bootstrap_diff(only(n[arm]), only(n["weights-only"]))),
                "nolesson_minus_two_draws": points(bootstrap_diff(only(n[arm]), only(two)))}
+        if arm != "coupled-sfp":  # against the shipped rule, paired by seed and task
+            row["gym_minus_coupled_sfp"] = points(bootstrap_diff(only(g[arm]), only(g["coupled-sfp"])))
+            row["nolesson_minus_coupled_sfp"] = points(bootstrap_diff(only(n[arm]), only(n["coupled-sfp"])))
         out[arm] = row
         key = arm.replace("-", "_")
         figures[f"{key}_gym_minus_best_single"] = row["gym_minus_best_single"]["points"]
@@ -84,14 +87,14 @@ def compare(gym: Path, nolesson: Path, perturbed: Path, arms: list[str]) -> tupl
 
 
 def main() -> None:
-    arms = ["coupled-sfp", "coupled-lean"]
+    arms = ["coupled-sfp", "coupled-value", "coupled-lean", "coupled-sfp-c1", "coupled-sfp-c2"]
     files = {"gym": RESULTS / "ablation38_gym.json", "nolesson": RESULTS / "ablation38_nolesson.json",
              "perturbed": RESULTS / "ablation38_nolesson_perturbed.json"}
     table, figures = compare(files["gym"], files["nolesson"], files["perturbed"], arms)
     for arm, row in table.items():
         print(f"{arm:<14} gym {row['gym_minus_best_single']}  promoted<=8 {row['gym_seeds_promoted_within_8']}"
               f"/{len(row['seeds'])}  no-lesson vs both draws {row['nolesson_minus_two_draws']}")
-    write_results("ablation38_compare", args={"inputs": {k: str(v.name) for k, v in files.items()}, "goals": GOALS},
+    write_results("selection_goals", args={"inputs": {k: str(v.name) for k, v in files.items()}, "goals": GOALS},
                   results={"arms": table}, figures=figures)
     print_figures(figures)
 
