@@ -147,24 +147,29 @@ def test_a_run_recorded_in_the_flat_format_replays_resumes_or_is_refused(tiny_mo
         assert "Traceback" not in proc.stderr
 
 
+def _kept_run_reads_but_is_refused(tmp_path, run: str, rule_text: str, commit: str) -> None:
+    """A kept lineage database (benchmarks/results/lineage/ablation38/gym-RUN.db.gz) of a deleted rule:
+    its 17 generations read; resume and replay refuse in one line naming the rule and the recorder."""
+    import gzip
+    import shutil
+
+    db = tmp_path / "kept.db"
+    with gzip.open(REPO / f"benchmarks/results/lineage/ablation38/gym-{run}.db.gz") as src, db.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    shown = _cli(db, "lineage", run, "--json")
+    assert shown.returncode == 0 and len(json.loads(shown.stdout)) == 17, shown.stderr
+    for args in (("resume", run, "--generations", "1"), ("replay", f"{run}:2")):
+        proc = _cli(db, *args)
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+        assert len(lines) == 1 and rule_text in lines[0] and commit in lines[0], lines
+
+
 def test_a_run_recorded_under_the_deleted_value_rule_is_shown_but_not_resumed_or_replayed(tmp_path):
     """A real run of the value-of-look rule (deleted after issue 38's seeds 40-47), as kept in
     benchmarks/results/lineage: its lineage and generations still read; resume and replay refuse in one
     line naming the code version that recorded it."""
-    import gzip
-    import shutil
-
-    db = tmp_path / "v.db"
-    with gzip.open(REPO / "benchmarks/results/lineage/ablation38/gym-coupled-value-s40.db.gz") as src, \
-            db.open("wb") as dst:
-        shutil.copyfileobj(src, dst)
-    shown = _cli(db, "lineage", "coupled-value-s40", "--json")
-    assert shown.returncode == 0 and len(json.loads(shown.stdout)) == 17, shown.stderr
-    for args in (("resume", "coupled-value-s40", "--generations", "1"), ("replay", "coupled-value-s40:2")):
-        proc = _cli(db, *args)
-        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
-        assert len(lines) == 1 and "selection.type = 'value'" in lines[0] and "95ce19a4" in lines[0], lines
+    _kept_run_reads_but_is_refused(tmp_path, "coupled-value-s40", "selection.type = 'value'", "95ce19a4")
     with pytest.raises(ConfigError, match="an evolve up to"):  # a record that names no version
         upgrade_recorded({"mode": "coupled", "selection": {"type": "value"}}, "run x")
 
@@ -173,20 +178,7 @@ def test_a_run_recorded_under_the_deleted_lean_share_is_refused_and_one_with_it_
     """The lean share (issue 38, deleted after seeds 40-47: no better) as a real kept run: it reads, and
     resume and replay refuse in one line naming the version; a run recorded while the field existed
     but was off (every other run of those commits, the powered ablation's among them) is the same config."""
-    import gzip
-    import shutil
-
-    db = tmp_path / "l.db"
-    with gzip.open(REPO / "benchmarks/results/lineage/ablation38/gym-coupled-lean-s40.db.gz") as src, \
-            db.open("wb") as dst:
-        shutil.copyfileobj(src, dst)
-    shown = _cli(db, "lineage", "coupled-lean-s40", "--json")
-    assert shown.returncode == 0 and len(json.loads(shown.stdout)) == 17, shown.stderr
-    for args in (("resume", "coupled-lean-s40", "--generations", "1"), ("replay", "coupled-lean-s40:2")):
-        proc = _cli(db, *args)
-        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
-        assert len(lines) == 1 and "selection.lean_after_looks = 4" in lines[0] and "3c63e23" in lines[0], lines
+    _kept_run_reads_but_is_refused(tmp_path, "coupled-lean-s40", "selection.lean_after_looks = 4", "3c63e23")
     off = {"lean_after_looks": 0, "lean_samples": 1, "promising_p": 0.2}
     recorded = LoopConfig().to_dict()
     recorded["selection"] = {**recorded["selection"], **off}
