@@ -185,9 +185,9 @@ def test_a_config_recorded_with_flat_prompt_keys_loads_as_the_same_config(name):
     if name.endswith("-powered.toml"):  # since recorded, the powered shape sends both prompt arms in one request
         assert shipped.one_request and "one_request" not in recorded
         shipped = shipped.model_copy(update={"one_request": False})
-        # and its reflector sees the pooled view (issue 37 item 4), with longer fields and a 256-token reply
+        # and its reflector sees the pooled view (issue 37 item 4), with longer fields and the one-rule prompt's 64-token cap
         assert (shipped.prompt.reflection_view, shipped.prompt.max_field_chars, shipped.prompt.max_tokens) == (
-            "pooled", 1200, 256)
+            "pooled", 1200, 64)
         since = ("reflection_view", "max_field_chars", "max_tokens")
         shipped = shipped.model_copy(update={"prompt": shipped.prompt.model_copy(
             update={k: getattr(got.prompt, k) for k in since})})
