@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
+import kept_runs  # noqa: E402
 from results_io import print_figures, write_results  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -541,6 +542,10 @@ def main() -> None:
     ap.add_argument("--reuse", default=None, help="an earlier ablation.json to take finished runs from")
     ap.add_argument("--reuse-arms", default=DEFAULT_ARMS, help="arms whose runs --reuse takes")
     ap.add_argument("--rename", default="", help="OLD=NEW,...: relabel reused arms whose code changed since")
+    ap.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                    help="a batch that spans machines: restore DIR's runs into --out first, and keep every run "
+                         "there (lineage snapshot gzipped; an unfinished run's artifacts) after each finishes "
+                         "and at the end (benchmarks/kept_runs.py)")
     ap.add_argument("--resummarise", type=Path, default=None, metavar="RESULTS_JSON",
                     help="summarise a results file's recorded runs again (its own headline arm) and exit 1 "
                          "if any figure differs from the one it records; writes nothing")
@@ -554,6 +559,8 @@ def main() -> None:
     started_at = code_commit()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.keep:
+        print(f"# restored from {args.keep}: {', '.join(kept_runs.restore(args.keep, out)) or 'nothing'}", flush=True)
     arms = args.arms.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
     reused = (reuse_runs(Path(args.reuse), args.reuse_arms.split(","),
@@ -568,7 +575,10 @@ def main() -> None:
         configs = {a: arm_config(Path(args.config), a, out, args.budget, sets) for a in {a for _, a in plan}}
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             futures = [pool.submit(run_one, out, configs[a], a, s, tuple(args.policy_set)) for s, a in plan]
-            [f.result() for f in futures]
+            for f in futures:
+                f.result()
+                if args.keep:
+                    kept_runs.keep(out, args.keep)
         runs = [json.loads(p.read_text()) for p in sorted(out.glob("*-s*.json"))]  # with earlier runs
     unfinished = unfinished_runs(out, {f"{r['arm']}-s{r['seed']}" for r in runs})
     table, figures = summarize(runs, args.headline_arm, unfinished)
@@ -581,6 +591,8 @@ def main() -> None:
     batches = record_batch(out, args, plan, reused, started_at)
     power = {a: arm_power(out / f"{a}.toml", tuple(args.policy_set)) for a in sorted({r["arm"] for r in runs})
              if (out / f"{a}.toml").exists()}
+    if args.keep:
+        print(f"# kept in {args.keep}: {', '.join(kept_runs.keep(out, args.keep))}", flush=True)
     write_results(args.results_name, args={"batches": batches},
                   results={"runs": runs, "unfinished": unfinished, "summary": table, "power": power}, figures=figures)
     print_figures(figures)

@@ -52,3 +52,42 @@ def test_a_killed_run_resumes_where_it_stopped(tmp_path, tiny_model_dir):
     assert len(before) == 2 and len(after) == 3 and after[:2] == before  # continued, not redone
     assert "resume weights-only-s0 from generation 1" in (tmp_path / f"{name}.log").read_text()
     assert ab.run_one(tmp_path, config, "weights-only", 0) == rec  # a finished run is read back, not run
+
+
+def _kept_runs():
+    spec = importlib.util.spec_from_file_location("kept_runs", REPO / "benchmarks" / "kept_runs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_run_kept_on_one_machine_resumes_from_the_copy_on_another(tmp_path, tiny_model_dir):
+    """The powered ablation spans sessions whose machines are gone by the next: ``--keep`` copies each run
+    (lineage snapshot; an unfinished run's artifacts) into the repository and restores it into a bare
+    batch folder, where the run continues from its newest committed generation and a finished one is
+    read back, not run again."""
+    ab, kept_runs = _ablation(), _kept_runs()
+    first, second, kept = tmp_path / "machine1", tmp_path / "machine2", tmp_path / "kept"
+    first.mkdir()
+    config = first / "weights-only.toml"
+    config.write_text(CONFIG)
+    name = "weights-only-s0"
+    db = LoopDB(f"sqlite:///{first / (name + '.db')}")
+    kill9_when(db, name, ["run", "--config", str(config), "--seed", "0", "--name", name], committed=2)
+    before = fingerprints(db, name, committed_only=True)
+
+    assert kept_runs.keep(first, kept) == [name]
+    assert (kept / f"{name}.artifacts.tar.gz").exists() and not (kept / f"{name}.json").exists()
+    assert kept_runs.restore(kept, second) == [name]
+    assert kept_runs.restore(kept, second) == []  # what the folder has is never overwritten
+    rec = ab.run_one(second, config, "weights-only", 0)
+
+    assert rec["resumed"] is True and [g["index"] for g in rec["generations"]] == [0, 1, 2]
+    after = fingerprints(LoopDB(f"sqlite:///{second / (name + '.db')}"), name, committed_only=True)
+    assert after[:2] == before  # the copy continued, nothing redone
+
+    kept_runs.keep(second, kept)  # finished: its record, no artifacts
+    assert (kept / f"{name}.json").exists() and not (kept / f"{name}.artifacts.tar.gz").exists()
+    third = tmp_path / "machine3"
+    assert kept_runs.restore(kept, third) == [name]
+    assert ab.run_one(third, config, "weights-only", 0) == rec  # read back, not run
