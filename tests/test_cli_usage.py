@@ -73,3 +73,34 @@ def test_the_style_check_catches_a_command_defined_inside_register(tmp_path):
                    "    app.command()(ok)\n"
                    "    app.command(\"x\")(elsewhere)\n")
     assert _register_problems(src) == ["nested_cmds.py:11", "nested_cmds.py:13", "nested_cmds.py:14"]
+
+
+def test_help_texts_keep_their_bracketed_table_names():
+    """Help is rendered with rich markup, which takes a lowercase ``[loop]`` for a style and drops it
+    ("Loop config TOML ( table)"); every bracketed name in a command's or option's help must survive."""
+    import re
+
+    import click
+    import typer.main
+
+    from evolve.cli import app
+
+    root = typer.main.get_command(app)
+    bracketed = re.compile(r"(?<!\\)\\?\[([a-z][a-z._-]*)\]")
+    checked = 0
+
+    def walk(cmd: click.Command, path: list[str]) -> None:
+        nonlocal checked
+        texts = [cmd.help or ""] + [getattr(p, "help", None) or "" for p in cmd.params]
+        wanted = {f"[{m}]" for t in texts for m in bracketed.findall(t)}
+        if wanted:
+            out = subprocess.run([sys.executable, "-m", "evolve", *path, "--help"], cwd=REPO, capture_output=True,
+                                 text=True, timeout=120, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"}).stdout
+            missing = sorted(w for w in wanted if w not in out)
+            assert not missing, f"evolve {' '.join(path)} --help lost {missing}"
+            checked += len(wanted)
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, [*path, name])
+
+    walk(root, [])
+    assert checked >= 4  # run's, plan's and bootstrap's [loop]/[cluster]/[bootstrap] at least

@@ -11,7 +11,7 @@ import typer
 
 def bootstrap(
     preset: str = typer.Option("default", "--preset", help="Bootstrap preset: default | ci."),
-    config: Path | None = typer.Option(None, "--config", help="TOML with a [bootstrap] table (overrides)."),
+    config: Path | None = typer.Option(None, "--config", help="TOML with a \\[bootstrap] table (overrides)."),
     force: bool = typer.Option(False, "--force", help="Rebuild even if this config is cached."),
     as_json: bool = typer.Option(False, "--json", help="Print bootstrap.json (plus targets) as JSON."),
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default $EVOLVE_RUNS_DIR or ./runs)."),

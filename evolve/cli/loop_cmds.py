@@ -172,7 +172,7 @@ OVERRIDE_HELP = ("Any field can be set by its dotted name after the command: --l
 
 def run(
     ctx: typer.Context,
-    config: Path = typer.Option(None, "--config", help="Loop config TOML ([loop] table); or give it as the "
+    config: Path = typer.Option(None, "--config", help="Loop config TOML (\\[loop] table); or give it as the "
                                 "first word: `evolve run CONFIG`."),
     db: str = typer.Option(None, "--db", help=DB_HELP),
     name: str = typer.Option(None, "--name", help="Run name (default: suite-mode-timestamp)."),
@@ -192,14 +192,14 @@ def run(
                               "or your own tasks: a .jsonl task file or a dataset folder (save_to_disk)."),
     columns: str = typer.Option(None, "--columns", metavar="FIELD=COLUMN,...",
                                 help="Your own tasks: the column of each task field, e.g. prompt=question,"
-                                     "task_id=id (the config's [loop.task_columns])."),
+                                     "task_id=id (the config's \\[loop.task_columns])."),
     max_turns: int = typer.Option(None, "--max-turns", help="Most policy turns of a self-repair episode "
                                   "(= --loop.max_turns)."),
     allow_weak_sandbox: bool = typer.Option(False, "--allow-weak-sandbox",
                                             help="Run even where the verifier cannot have its full isolation "
                                                  "(bubblewrap + seccomp); the level is recorded in the run."),
     ray: str = typer.Option(None, "--ray", metavar="ADDRESS",
-                            help="Verify and roll out on the Ray cluster at ADDRESS ([cluster] backend = \"ray\")."),
+                            help="Verify and roll out on the Ray cluster at ADDRESS (\\[cluster] backend = \"ray\")."),
     verifier_version: str = typer.Option(None, "--verifier-version", metavar="FILE",
                                          help="Train and evaluate with a verifier version written by `evolve "
                                               "augment` (the config's verifier_version); held-out is also "
@@ -275,7 +275,7 @@ def run(
 
 def plan(
     ctx: typer.Context,
-    config: Path = typer.Argument(..., metavar="CONFIG", help="Loop config TOML ([loop] table), then any "
+    config: Path = typer.Argument(..., metavar="CONFIG", help="Loop config TOML (\\[loop] table), then any "
                                   "dotted overrides (--loop.samples_per_task 8)."),
     trials: int = typer.Option(None, "--trials", help="Simulated challengers a cell (default 2000)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the simulation."),
@@ -300,7 +300,7 @@ def config_cmd(
     fields: bool = typer.Option(False, "--fields", help="List every dotted setting with its type and meaning."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Print a run's resolved settings ([loop], policy spec, [cluster]) for `evolve config [CONFIG]
+    """Print a run's resolved settings (the loop table, the policy spec, the cluster table) for `evolve config [CONFIG]
     [--loop.X V ...]`, exactly what `evolve run` with the same words would record; runs nothing."""
     from evolve.loop.run_config import all_fields, parse_overrides, resolve
 
