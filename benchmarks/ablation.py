@@ -542,7 +542,7 @@ def main() -> None:
     ap.add_argument("--reuse", default=None, help="an earlier ablation.json to take finished runs from")
     ap.add_argument("--reuse-arms", default=DEFAULT_ARMS, help="arms whose runs --reuse takes")
     ap.add_argument("--rename", default="", help="OLD=NEW,...: relabel reused arms whose code changed since")
-    ap.add_argument("--keep", type=Path, default=None, metavar="DIR",
+    ap.add_argument("--keep", default=None, metavar="DIR",
                     help="a batch that spans machines: restore DIR's runs into --out first, and keep every run "
                          "there (lineage snapshot gzipped; an unfinished run's artifacts) after each finishes "
                          "and at the end (benchmarks/kept_runs.py)")
@@ -559,8 +559,9 @@ def main() -> None:
     started_at = code_commit()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    if args.keep:
-        print(f"# restored from {args.keep}: {', '.join(kept_runs.restore(args.keep, out)) or 'nothing'}", flush=True)
+    keep = Path(args.keep) if args.keep else None  # a str in args: the batch record is JSON
+    if keep:
+        print(f"# restored from {keep}: {', '.join(kept_runs.restore(keep, out)) or 'nothing'}", flush=True)
     arms = args.arms.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
     reused = (reuse_runs(Path(args.reuse), args.reuse_arms.split(","),
@@ -577,8 +578,8 @@ def main() -> None:
             futures = [pool.submit(run_one, out, configs[a], a, s, tuple(args.policy_set)) for s, a in plan]
             for f in futures:
                 f.result()
-                if args.keep:
-                    kept_runs.keep(out, args.keep)
+                if keep:
+                    kept_runs.keep(out, keep)
         runs = [json.loads(p.read_text()) for p in sorted(out.glob("*-s*.json"))]  # with earlier runs
     unfinished = unfinished_runs(out, {f"{r['arm']}-s{r['seed']}" for r in runs})
     table, figures = summarize(runs, args.headline_arm, unfinished)
@@ -591,8 +592,8 @@ def main() -> None:
     batches = record_batch(out, args, plan, reused, started_at)
     power = {a: arm_power(out / f"{a}.toml", tuple(args.policy_set)) for a in sorted({r["arm"] for r in runs})
              if (out / f"{a}.toml").exists()}
-    if args.keep:
-        print(f"# kept in {args.keep}: {', '.join(kept_runs.keep(out, args.keep))}", flush=True)
+    if keep:
+        print(f"# kept in {keep}: {', '.join(kept_runs.keep(out, keep))}", flush=True)
     write_results(args.results_name, args={"batches": batches},
                   results={"runs": runs, "unfinished": unfinished, "summary": table, "power": power}, figures=figures)
     print_figures(figures)

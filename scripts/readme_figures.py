@@ -136,6 +136,10 @@ def _live_arms() -> list[str]:
     return list(mod.ARMS)
 
 
+def _points(x: float) -> str:
+    return "–" if x != x else f"{100 * x:+.1f}"
+
+
 def arms_block(docs: dict[str, dict]) -> str:
     """Each ablation file's arms from its recorded summary: final full held-out pass@1, mean ± sd."""
     live = _live_arms()
@@ -146,15 +150,17 @@ def arms_block(docs: dict[str, dict]) -> str:
         if not rows:
             continue
         start = max(rows.values(), key=lambda r: len(r["seeds"]))["start_pass@1_mean"]  # the widest seed set
+        # NaN where no weights-only run (the arm that measures a seed's start) is in the file, finished
+        said = "not in this file" if start != start else f"{start:.3f}"
         out += [f"#### {TITLES.get(name, name)}", "",
-                f"From {_source(name, docs[name])}; held-out pass@1 at the start {start:.3f}.", "",
+                f"From {_source(name, docs[name])}; held-out pass@1 at the start {said}.", "",
                 "| arm | final held-out pass@1, mean ± sd | seeds | gain over the start, points |",
                 "|---|---|---|---|"]
         for arm in sorted(rows, key=lambda a: -rows[a]["final_pass@1_mean"]):
             r = rows[arm]
             tag = "" if arm in live else " (retired)"
             out.append(f"| {ARM_LABELS.get(arm, arm)} `{arm}`{tag} | {r['final_pass@1_mean']:.3f} ± "
-                       f"{r['final_pass@1_sd']:.3f} | {len(r['seeds'])} | {100 * r['gain_over_start_mean']:+.1f} |")
+                       f"{r['final_pass@1_sd']:.3f} | {len(r['seeds'])} | {_points(r['gain_over_start_mean'])} |")
         out.append("")
     return "\n".join(out).rstrip()
 
