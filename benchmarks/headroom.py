@@ -231,18 +231,17 @@ def request_seed(seed: int, task_index: int, sample: int) -> int:
 
 def loop_draw(spec, eos, seed: int, suite: Suite | None = None):
     """One seeded sample as the loop draws it (the spec's temperature, top-p and budget, top-k and repetition
-    penalty off, the code-block stop): vLLM's SamplingParams. A suite with stop strings stops at them instead
-    (CodeI/O: ``</answer>``, kept in the reply) and may set its own budget."""
-    from vllm import SamplingParams
+    penalty off, the code-block stop): the vLLM backend's own SamplingParams. A suite with stop strings stops
+    at them instead (CodeI/O: ``</answer>``, kept in the reply) and may set its own budget."""
+    from evolve.policy.backends.vllm_backend import sampling_params
 
-    from evolve.policy.backends.vllm_code_block import EXTRA_ARG
-
-    s = spec.sampling
-    common = dict(n=1, seed=seed, temperature=s.temperature, top_p=s.top_p, top_k=0, repetition_penalty=1.0,
-                  max_tokens=(suite and suite.max_new_tokens) or s.max_new_tokens, stop_token_ids=sorted(eos))
+    knobs: dict = {"max_new_tokens": (suite and suite.max_new_tokens) or spec.sampling.max_new_tokens}
     if suite and suite.stop:
-        return SamplingParams(**common, stop=list(suite.stop), include_stop_str_in_output=True)
-    return SamplingParams(**common, extra_args={EXTRA_ARG: min(eos)})
+        knobs.update(stop=tuple(suite.stop), stop_after_code_block=False)
+    else:
+        knobs.update(stop=(), stop_after_code_block=True)
+    draw = spec.model_copy(update={"sampling": spec.sampling.model_copy(update=knobs)})
+    return sampling_params(draw, 1, seed, eos)
 
 
 def records_path(out_dir: Path, name: str) -> Path:

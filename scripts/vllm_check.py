@@ -68,7 +68,7 @@ def code_block_stop(pol, msgs, finetune: str, device: str) -> dict:
     anyway), then through the backend (the eos cut off, as the HF backend ends such a row)."""
     from evolve.policy.backends.vllm_backend import sampling_params
     from evolve.policy.chat import encode_prompt
-    from evolve.policy.code_block import code_block_end
+    from evolve.policy.stop_rule import CODE_BLOCK
 
     backend, tok = pol.backend, pol.tokenizer
     requests = [{"prompt_token_ids": encode_prompt(tok, m)[1]} for m in msgs]
@@ -80,7 +80,7 @@ def code_block_stop(pol, msgs, finetune: str, device: str) -> dict:
                      for c in o.outputs]
     rows = []
     for free, stopped in zip(raw[False], raw[True], strict=True):
-        end = code_block_end(tok, free)
+        end = CODE_BLOCK.end(tok, free)
         rows.append({"free_len": len(free), "stopped_len": len(stopped), "end": end,
                      "same_tokens": stopped[:end] == free[:end] if end else stopped == free,
                      "forced_eos": end is not None and len(stopped) == end + 1 and stopped[end] in backend.eos})
@@ -91,6 +91,34 @@ def code_block_stop(pol, msgs, finetune: str, device: str) -> dict:
     return {"rows": rows, "samples_closed": len(closed),
             "closed_end_at_fence": all(s.text.rstrip().endswith("```") and s.finish_reason == "stop"
                                        and len(s.logprobs) == len(s.completion_ids) for s in closed)}
+
+
+def stop_strings(pol, msgs) -> dict:
+    """``sampling.stop`` in the engine: the same seeded requests without and with a stop string taken from
+    the middle of a free row; each stopped row must be its free row cut at the rule's token (the string
+    kept), and rows without the string untouched; the engine itself stops there (no steps spent past it)."""
+    from evolve.policy.backends.vllm_backend import sampling_params
+    from evolve.policy.chat import encode_prompt
+    from evolve.policy.stop_rule import StopRule
+
+    free = [s for g in pol.generate(msgs, n=4, seed=8) for s in g]
+    ids = free[0].completion_ids
+    stop = (pol.tokenizer.decode(ids[6:8], skip_special_tokens=True).strip()
+            or pol.tokenizer.decode(ids[6:9], skip_special_tokens=True))
+    rule = StopRule(strings=(stop,))
+    pol.backend.spec = pol.spec.model_copy(update={"sampling": pol.spec.sampling.model_copy(update={"stop": (stop,)})})
+    stopped = [s for g in pol.generate(msgs, n=4, seed=8) for s in g]
+    requests = [{"prompt_token_ids": encode_prompt(pol.tokenizer, m)[1]} for m in msgs]
+    params = sampling_params(pol.backend.spec, 4, 8, pol.backend.eos)
+    engine = [len(c.token_ids) for o in pol.backend.llm.generate(requests, params, use_tqdm=False) for c in o.outputs]
+    pol.backend.spec = pol.spec
+    rows = []
+    for f, s, n_engine in zip(free, stopped, engine, strict=True):
+        end = rule.end(pol.tokenizer, f.completion_ids)
+        rows.append({"end": end, "free_len": len(f.completion_ids), "engine_len": n_engine,
+                     "same_tokens": s.completion_ids == f.completion_ids[:end] and s.logprobs == f.logprobs[:end],
+                     "kept": end is None or (stop in s.text and s.finish_reason == "stop" and not s.truncated)})
+    return {"stop": stop, "rows": rows}
 
 
 def nucleus_filters(pol, msgs) -> dict:
@@ -141,6 +169,7 @@ def sync(finetune: str, device: str, out_dir: str) -> dict:
     res["nucleus"] = nucleus_filters(pol, msgs)
     pol.backend.spec = pol.spec
     res["code_block_stop"] = code_block_stop(pol, msgs, finetune, device)
+    res["stop_strings"] = stop_strings(pol, msgs)
     # More prompt tokens than one engine step takes (max_num_batched_tokens): vLLM 0.32 with chunked prefill
     # crashed here on CPU (a seeded request's generator rewound: "CPU Generator does not use offset").
     many = prompts(24)

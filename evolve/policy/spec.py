@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from evolve.errors import ConfigError
 from evolve.util.config_model import validate_as
@@ -82,6 +82,18 @@ class SamplingSpec(BaseModel):
         False, description="hf and vllm backends: end a completion once it has closed its first ``` code block "
         "(a chat model's explanation after the code is never scored; on CPU it costs as much as the code).",
     )
+    stop: tuple[str, ...] = Field(
+        (), description="hf, vllm and vllm-server (lora-path) backends: end a completion at the first of these "
+        "strings, kept in the completion (an answer graded on its closing tag needs it: '</answer>' for CodeI/O). "
+        "Empty: none.",
+    )
+
+    @field_validator("stop")
+    @classmethod
+    def _no_empty_stop(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not s for s in value):
+            raise ValueError("an empty stop string would end every completion at its first token")
+        return value
 
 
 class OptimizerSpec(BaseModel):

@@ -6,9 +6,9 @@ import json
 
 import torch
 
-from evolve.policy.backends.hf import CodeBlockStop
-from evolve.policy.code_block import code_block_end
+from evolve.policy.backends.hf import StopRuleCriteria
 from evolve.policy.sample_cache import generate_cached, read_cache
+from evolve.policy.stop_rule import CODE_BLOCK
 
 
 def test_code_block_stop_records_where_each_row_closed_its_block(smollm2_spec):
@@ -21,7 +21,7 @@ def test_code_block_stop_records_where_each_row_closed_its_block(smollm2_spec):
                     add_special_tokens=False)["input_ids"]
     n = min(len(closed), len(open_only))
     assert n == len(closed)
-    stop = CodeBlockStop(tok, len(prompt), rows=2)
+    stop = StopRuleCriteria(tok, CODE_BLOCK, len(prompt), rows=2)
     done = None
     for t in range(1, n + 1):  # as generate calls it: after every new token, on the whole sequences
         ids = torch.tensor([prompt + closed[:t], prompt + open_only[:t]])
@@ -31,8 +31,8 @@ def test_code_block_stop_records_where_each_row_closed_its_block(smollm2_spec):
     cut = tok.decode(closed[:stop.stop_at[0]])
     assert cut.count("```") == 2 and cut.rstrip().endswith("```") and "It returns" not in cut
     # the vLLM backend cuts its rows after generation with the same rule
-    assert code_block_end(tok, closed) == stop.stop_at[0]
-    assert code_block_end(tok, open_only) is None
+    assert CODE_BLOCK.end(tok, closed) == stop.stop_at[0]
+    assert CODE_BLOCK.end(tok, open_only) is None
 
 
 def test_sample_cache_resumes_and_survives_a_torn_line(random_model_dir, tmp_path, gym_tasks):

@@ -33,7 +33,8 @@ class OldHF(HFBackend):
     def _generate_chunk(self, rows):
         from transformers import StoppingCriteriaList
 
-        from evolve.policy.backends.hf import CodeBlockStop
+        from evolve.policy.backends.hf import StopRuleCriteria
+        from evolve.policy.stop_rule import StopRule
 
         s = self.sampling
         width = max(len(ids) for _, _, ids in rows)
@@ -42,7 +43,8 @@ class OldHF(HFBackend):
         for r, (_, _, ids) in enumerate(rows):
             input_ids[r, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
             attention[r, width - len(ids):] = 1
-        stop = CodeBlockStop(self.tokenizer, width, len(rows)) if s.stop_after_code_block else None
+        rule = StopRule.of(s)
+        stop = StopRuleCriteria(self.tokenizer, rule, width, len(rows)) if rule is not None else None
         gen = self.model.generate(
             input_ids=input_ids, attention_mask=attention, do_sample=True,
             temperature=s.temperature, top_p=s.top_p, top_k=0, max_new_tokens=s.max_new_tokens,

@@ -103,6 +103,16 @@ def test_a_row_that_closed_its_code_block_stops_in_the_engine(synced):
     assert cb["samples_closed"] >= 1 and cb["closed_end_at_fence"], cb
 
 
+def test_a_row_ends_at_a_stop_string_in_the_engine(synced):
+    """sampling.stop on vLLM: vLLM's own stop strings (kept in the output), the row cut by the shared rule:
+    each row is the one the same seed draws without the stop, up to the token that completes the string."""
+    _, _, res = synced
+    ss = res["stop_strings"]
+    cut = [r for r in ss["rows"] if r["end"] is not None and r["end"] < r["free_len"]]
+    assert cut and all(r["same_tokens"] and r["kept"] for r in ss["rows"]), ss
+    assert all(r["engine_len"] == r["end"] for r in cut), ss  # the engine stopped there, not the cut alone
+
+
 def test_more_prompt_tokens_than_one_engine_step_takes(synced):
     """Seeded requests whose prompts overflow one engine step (4,096 tokens): vLLM 0.32's chunked prefill
     crashed on CPU ("CPU Generator does not use offset"); the backend turns it off there."""

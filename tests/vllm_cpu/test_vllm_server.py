@@ -102,6 +102,39 @@ def test_server_samples_from_the_synced_adapter(server):
 
 
 @pytest.mark.vllm_ci
+def test_server_rows_end_at_a_stop_string(server):
+    """sampling.stop through the server: its stop strings (kept in the output), the row cut by the shared
+    rule; each row is the one the same seed draws without the stop, up to the token completing the string."""
+    from vllm_check import prompts
+
+    from evolve.policy import PolicySpec, load_policy
+    from evolve.policy.stop_rule import StopRule
+
+    spec = server_spec(server)
+    pol = load_policy(spec)
+    msgs = prompts()
+    free = [s for g in pol.generate(msgs, n=4, seed=8) for s in g]
+    stop = pol.tokenizer.decode(free[0].completion_ids[6:8], skip_special_tokens=True).strip()
+    assert stop
+    pol.close()
+    d = spec.model_dump()
+    d["sampling"]["stop"] = [stop]
+    pol = load_policy(PolicySpec.from_dict(d))
+    stopped = [s for g in pol.generate(msgs, n=4, seed=8) for s in g]
+    served = pol.backend.impl.generate([s.prompt_ids for s in stopped[::4]], 4, 8, pol.backend.eos)
+    pol.close()
+    cut = 0
+    for f, s, (server_ids, _, _) in zip(free, stopped, served, strict=True):
+        end = StopRule(strings=(stop,)).end(pol.tokenizer, f.completion_ids)
+        assert s.completion_ids == f.completion_ids[:end] and s.logprobs == f.logprobs[:end]
+        if end is not None and end < len(f.completion_ids):
+            cut += 1
+            assert stop in s.text and s.finish_reason == "stop" and not s.truncated
+            assert len(server_ids) == end  # the server stopped there, not the cut alone
+    assert cut >= 1
+
+
+@pytest.mark.vllm_ci
 def test_full_finetuning_on_the_cpu_path_is_one_line(server):
     from evolve.errors import EvolveError
     from evolve.policy import load_policy

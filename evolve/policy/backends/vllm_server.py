@@ -44,6 +44,7 @@ from evolve.policy.backends.weights import merged_named_params
 from evolve.policy.chat import encode_prompt, eos_ids
 from evolve.policy.sample import Sample
 from evolve.policy.spec import PolicySpec
+from evolve.policy.stop_rule import StopRule
 
 ADAPTER_NAME = "evolve-policy"
 
@@ -57,6 +58,9 @@ class VllmServerBackend:
         self.spec = spec
         self.eos = set(eos_ids(tokenizer, model))
         self.syncs = 0
+        # stop strings only: the server has no code-block stop (stop_after_code_block is the in-process
+        # backends'); the server stops at the string, kept in the output, and the rule finds the token
+        self.stop = StopRule(strings=spec.sampling.stop) if spec.sampling.stop else None
         self.impl = (_LoraPathSync(spec, model) if spec.vllm.weight_sync == "lora-path"
                      else _NcclSync(spec, model))
         if model is not None:
@@ -67,8 +71,13 @@ class VllmServerBackend:
         rows = self.impl.generate([ids for _, ids in encoded], n, seed, self.eos)  # (ids, logprobs, finish)
         result = []
         for p, (text, ids) in enumerate(encoded):
-            result.append([sample_from_ids(self.tokenizer, text, ids, comp, lps, finish, self.eos)
-                           for comp, lps, finish in rows[p * n:(p + 1) * n]])
+            group = []
+            for comp, lps, finish in rows[p * n:(p + 1) * n]:
+                end = self.stop.end(self.tokenizer, comp) if self.stop is not None else None
+                if end is not None:  # the server stopped at the string; the rule says at which token
+                    comp, lps, finish = comp[:end], lps[:end], "stop"
+                group.append(sample_from_ids(self.tokenizer, text, ids, comp, lps, finish, self.eos))
+            result.append(group)
         return result
 
     def sync_weights(self, model) -> None:
@@ -141,6 +150,8 @@ class _LoraPathSync:
                 "temperature": s.temperature, "top_p": s.top_p, "top_k": 0, "max_tokens": s.max_new_tokens,
                 "logprobs": 0, "return_token_ids": True, "stop_token_ids": sorted(eos),
                 "repetition_penalty": 1.0, "skip_special_tokens": False}
+        if s.stop:
+            body.update(stop=list(s.stop), include_stop_str_in_output=True)
         out = json.loads(self._post("/v1/completions", body))
         rows: list = [None] * (len(prompt_ids) * n)
         for c in out["choices"]:
@@ -165,6 +176,8 @@ class _NcclSync:
             raise EvolveError(VLLM_MISSING) from None
         v = spec.vllm
         self.spec = spec
+        if spec.sampling.stop:  # TRL's client passes no stop strings (and this path never ran: no GPU)
+            raise EvolveError("sampling.stop needs vllm.weight_sync = 'lora-path' or the vllm or hf backend")
         device = next(model.parameters()).device if model is not None else None
         if device is not None and device.type != "cuda":
             raise EvolveError("vllm-server weight sync 'nccl' needs the policy on CUDA (device = 'auto' or "
