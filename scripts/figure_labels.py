@@ -386,7 +386,7 @@ def _pattern(key: str, arms: dict, suffixes: dict, sep: str) -> str | None:
 
 def label(benchmark: str, key: str) -> str:
     """The readable name of one figure (the key itself, in backticks, when nothing names it)."""
-    named = LABELS.get(benchmark, {}).get(key)
+    named = _named(benchmark).get(key)
     if named:
         return named
     if benchmark.startswith("ablation"):
@@ -398,9 +398,14 @@ def label(benchmark: str, key: str) -> str:
     return found or f"`{key}`"
 
 
+def _named(benchmark: str) -> dict[str, str]:
+    """The file's own labels; an ablation file without its own entry shares the headline figures' names."""
+    return LABELS.get(benchmark, _ABLATION if benchmark.startswith("ablation") else {})
+
+
 def order(benchmark: str, keys) -> list[str]:
     """Named keys in LABELS order, then the pattern-named and unnamed ones sorted."""
-    named = LABELS.get(benchmark, {})
+    named = _named(benchmark)
     return [k for k in named if k in keys] + sorted(k for k in keys if k not in named)
 
 
