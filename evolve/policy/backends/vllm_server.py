@@ -176,7 +176,7 @@ class _NcclSync:
             raise EvolveError(VLLM_MISSING) from None
         v = spec.vllm
         self.spec = spec
-        if spec.sampling.stop:  # TRL's client passes no stop strings (and this path never ran: no GPU)
+        if spec.sampling.stop:  # never run (no GPU lent): it takes no option it could not be tested with
             raise EvolveError("sampling.stop needs vllm.weight_sync = 'lora-path' or the vllm or hf backend")
         device = next(model.parameters()).device if model is not None else None
         if device is not None and device.type != "cuda":
