@@ -5,6 +5,8 @@ Every candidate is the seed prompt (prompts/humaneval.toml) plus one thing in on
 
 - ``reflector``: each distinct line the Qwen2.5-Coder-1.5B reflector wrote in the real-model ablation
   (read from ablation_qwen_humaneval.json, so the list is what those runs wrote: 11 lines);
+- ``pooled``: each distinct line it wrote from the pooled failure view in the powered ablation (item 4's
+  "after"; read from its kept lineage databases by pooled_lines.py), named by the line's hash;
 - ``library``: each line of the chat lesson library (prompts/lessons/chat/*.md);
 - ``hand``: lines written here against the failure classes measured on the 0.5B (WrongAnswer 50%,
   TypeMismatch 18%, SyntaxError 11%, TypeError 6%; issue 37), from the class names, not from any task;
@@ -22,19 +24,15 @@ top-p filter the loop's vLLM backend uses on CPU (``--nucleus``; each record nam
 
 Records accumulate in runs/headroom/<model>/<candidate>.jsonl, one line per sample with its reply and
 verdict; a rerun samples only what is missing, and ``--samples`` can be raised later to narrow every interval
-with the draws already made. The results file is rebuilt from all records (``--summarize-only``):
-
-    .venv-vllm/bin/python benchmarks/headroom.py --samples 2
-    .venv/bin/python benchmarks/headroom.py --summarize-only
-
-Writes benchmarks/results/headroom_humaneval.json and every per-sample record to
-benchmarks/results/headroom_humaneval_samples.jsonl.gz.
+with the draws already made. The results file (benchmarks/results/headroom_humaneval.json, every record in
+headroom_humaneval_samples.jsonl.gz) is rebuilt from all records: ``--summarize-only`` (docs/headroom.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import math
 import os
@@ -50,6 +48,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).parent))
+from pooled_lines import pooled_lines  # noqa: E402
 from results_io import RESULTS_DIR, machine_facts, print_figures, write_results  # noqa: E402
 
 SEED_PROMPT = REPO / "prompts" / "humaneval.toml"
@@ -68,7 +67,7 @@ HAND_LINES = (  # one per measured failure class, written from the class names
     ("typeerror", "Check the type of every argument you use as the docstring states it, and convert strings and "
                   "numbers explicitly where needed."),
 )
-KIND_ORDER = ("seed", "system", "hand", "demos", "demos-bare", "reflector", "library")  # the order they are sampled in
+KIND_ORDER = ("seed", "system", "hand", "demos", "demos-bare", "reflector", "library", "pooled")  # the order they are sampled in
 DEMO_SETS = 2
 DEMOS_PER_SET = 2
 DEMO_FIELD_CHARS = 600
@@ -187,6 +186,10 @@ def line_candidates(seed: dict[str, str]) -> list[dict]:
             for tag, line in HAND_LINES]
     out += [{"name": f"reflector-{i:02d}", "kind": "reflector", "source": src, "components": with_line(line)}
             for i, (src, line) in enumerate(reflector_lines())]
+    # Named by the text: seed 2's lines land between seed 1's in run order, and a frozen name keeps its text.
+    out += [{"name": f"pooled-{hashlib.sha256(line.encode()).hexdigest()[:8]}", "kind": "pooled",
+             "source": f"lineage/ablation_qwen_powered/{run}.db.gz", "components": with_line(line)}
+            for run, line in pooled_lines()]
     lib = LessonLibrary.load(REPO / "prompts" / "lessons" / "chat")
     out += [{"name": f"library-{i:02d}", "kind": "library", "source": f"prompts/lessons/chat/{x.source}",
              "components": with_line(x.text)} for i, x in enumerate(lib.lessons)]
@@ -449,8 +452,6 @@ def summarize(args) -> None:
                 f.write(json.dumps(r) + "\n")
     recorded = {k: v.name if isinstance(v, Suite) else str(v) for k, v in vars(args).items()}
     if args.suite.task_file:  # a built task file a later machine must rebuild identically
-        import hashlib
-
         recorded["task_file_sha256"] = hashlib.sha256(args.suite.task_file.read_bytes()).hexdigest()
         recorded["task_file_built_by"] = args.suite.built_by
     write_results(args.suite.results_name, args=recorded,
@@ -473,7 +474,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=2, help="samples a task under every candidate (raise to narrow)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--kinds", type=lambda v: set(v.split(",")), default=None,
-                    help="sample only these kinds (hand, demos, reflector, library); default all")
+                    help="sample only these kinds (hand, demos, reflector, library, pooled); default all")
     ap.add_argument("--kv-gib", type=float, default=4.0)
     ap.add_argument("--nucleus", default="nucleus-topk", choices=("nucleus-topk", "vllm-sort"),
                     help="the top-p filter (evolve.policy.backends.vllm_nucleus; benchmarks/vllm_nucleus.py "

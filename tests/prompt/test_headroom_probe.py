@@ -79,6 +79,40 @@ def test_the_reflector_lines_are_the_eleven_the_ablation_recorded(bench):
     assert len({c["components"]["lessons"] for c in cands[1:]}) == len(cands) - 1
 
 
+def _kept_db(kept: Path, run: str, versions: list[tuple[str, str]]) -> None:
+    """A real lineage database of ``versions`` ((lessons, proposed_by), each the previous one's child), gzipped
+    into ``kept`` as kept_runs.keep leaves it."""
+    from evolve.lineage.store import LineageStore
+
+    db = kept.parent / f"{run}.db"
+    with LineageStore.open(f"sqlite:///{db}") as store:
+        parent = store.put_prompt_version({"system": "S", "lessons": ""})
+        for lessons, by in versions:
+            parent = store.put_prompt_version({"system": "S", "lessons": lessons}, [parent], proposed_by=by)
+    with open(db, "rb") as f, gzip.open(kept / f"{run}.db.gz", "wb") as g:
+        g.write(f.read())
+
+
+def test_pooled_lines_are_what_reflection_added_in_the_kept_databases(bench, tmp_path):
+    from pooled_lines import pooled_lines
+
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    _kept_db(kept, "coupled-sfp-s9", [("Line A.", "reflection"), ("Line A.\nLine B.", "reflection"),
+                                      ("From the library.", "library")])
+    _kept_db(kept, "prompt-only-sfp-s9", [("Line A.", "reflection"), ("Promoted before.", "library"),
+                                          ("Promoted before.\nLine D.", "reflection")])
+    _kept_db(kept, "weights-only-s9", [])
+    # B's and D's prompts carry their parents' lines: only what each proposal adds, each line once, first writer
+    assert pooled_lines(kept) == [("coupled-sfp-s9", "Line A."), ("coupled-sfp-s9", "Line B."),
+                                  ("prompt-only-sfp-s9", "Line D.")]
+    # the shipped list: the powered ablation's lines, each a candidate named by its text
+    cands = [c for c in bench.line_candidates(_seed_components()) if c["kind"] == "pooled"]
+    assert len(cands) >= 18 and all((REPO / "benchmarks" / "results" / c["source"]).exists() for c in cands)
+    named = {c["name"]: c["components"]["lessons"] for c in cands}
+    assert len(named) == len(cands) and all(n.startswith("pooled-") for n in named)
+
+
 def test_demonstrations_are_whole_passing_samples_of_other_tasks(bench):
     tasks = bench.load_train_tasks()
     by_id = {t.task_id: t for t in tasks}
