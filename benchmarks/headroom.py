@@ -294,13 +294,13 @@ def sample_and_grade(llm, tok, spec, verifier, cand: dict, tasks: list, args) ->
           flush=True)
 
 
-def by_task(records: list[dict], samples: int) -> dict[str, list[bool]]:
-    """task -> verdicts of samples 0..samples-1 (a task with any missing is left out)."""
+def by_task(records: list[dict], samples: int, first: int = 0) -> dict[str, list[bool]]:
+    """task -> verdicts of samples first..samples-1 (a task with any missing is left out)."""
     out: dict[str, dict[int, bool]] = {}
     for r in records:
-        if r["sample"] < samples:
+        if first <= r["sample"] < samples:
             out.setdefault(r["task_id"], {})[r["sample"]] = r["passed"]
-    return {t: [v[i] for i in range(samples)] for t, v in out.items() if len(v) == samples}
+    return {t: [v[i] for i in range(first, samples)] for t, v in out.items() if len(v) == samples - first}
 
 
 def paired_effect(seed: dict[str, list[bool]], cand: dict[str, list[bool]], exclude=(), family: int = 1) -> dict:
@@ -369,12 +369,10 @@ def run(args) -> None:
     with ReplyVerifier(Verifier(load_pipeline(str(suite.pipeline)), jobs=2)) as verifier:
         sample_and_grade(llm, tok, spec, verifier, suite.lines(seed)[0], tasks, args)
         # Frozen at the first run, so a later run with more samples a task measures the same candidates.
-        cands = frozen_candidates(seed, tasks, args)
-        cands = sorted(cands, key=lambda c: KIND_ORDER.index(c["kind"]))
-        for cand in cands:
-            if args.kinds and cand["kind"] not in args.kinds:
-                continue
-            sample_and_grade(llm, tok, spec, verifier, cand, tasks, args)
+        cands = sorted(frozen_candidates(seed, tasks, args), key=lambda c: KIND_ORDER.index(c["kind"]))
+        for cand in cands:  # ``only``: the names stage 2 (headroom_stage2.py) redraws
+            if (not args.kinds or cand["kind"] in args.kinds) and cand["name"] in getattr(args, "only", [cand["name"]]):
+                sample_and_grade(llm, tok, spec, verifier, cand, tasks, args)
 
 
 HUMANEVAL = Suite("humaneval", "headroom_humaneval", SEED_PROMPT, PIPELINE, load_train_tasks, line_candidates,
