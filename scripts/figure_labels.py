@@ -78,6 +78,7 @@ ARM_LABELS = {
     "coupled-sfp-c1": "the default with the challenger given 1 of each task's 8 samples (deleted knob)",
     "coupled-sfp-c2": "the default with the challenger given 2 of each task's 8 samples (deleted knob)",
     "coupled-lean": "coupled, lean share: 1 of 8 samples after 4 looks without a promotion unless promising (deleted)",
+    "coupled-futile": "coupled, futility retirement: a line shown worth under +0.05 a task leaves the pool (issue 38)",
     "coupled-sfp-inc": "the default, challengers' completions trained under the incumbent's prompt",
     "coupled-sfp-nochal": "the default with an empty lesson folder: no challenger is ever sampled (diagnostic)",
     "weights-only-taskseed": "weights-only with seed_scope = \"task\": the same distribution, other streams (diagnostic)",

@@ -64,6 +64,11 @@ class InGroupSelection(ConfigModel):
                                 "that is losing.")
     evidence_cap: int = Field(96, ge=1, description="Paired task differences after which an undecided challenger "
                               "is retired.")
+    futility_margin: float = Field(
+        0.0, ge=0, lt=1, description="EXPERIMENTAL (issue 38, not yet measured): retire (\"retired-futile\") a "
+        "challenger whose differences reject \"worth at least this\" (the retire test moved up to this mean paired "
+        "difference, at retire_alpha), so lines that change nothing leave the pool after a look or two and "
+        "reflection proposes others; 0 = never.")
 
 
 class GateSelection(ConfigModel):
