@@ -190,7 +190,8 @@ class EvidenceRule:
             ev.decision = "promoted"
         elif mean < 0 and signflip_pvalue([-x for x in ev.diffs]) <= self.alpha_retire:
             ev.decision = "retired-losing"  # no correction for looks: a wrong retirement only costs a chance
-        elif 0 < self.futility > mean and signflip_pvalue([-x for x in ev.diffs], -self.futility) <= self.alpha_retire:
+        elif (self.futility > 0 and mean < self.futility
+              and signflip_pvalue([-x for x in ev.diffs], -self.futility) <= self.alpha_retire):
             # The mirror test moved up to the futility margin: "worth at least `futility`" rejected, so the
             # line is not a lesson worth its looks (a line that changes no completion under common random
             # numbers goes after one look: every difference is 0 < futility). Frees its pool place for a
