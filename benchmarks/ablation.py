@@ -63,16 +63,12 @@ ARMS = {  # name -> overrides of configs/ablation.toml's [loop]
     # faster pool turnover: at most 3 looks per challenger (alpha/3 per look)
     "coupled-sfp-l3": {"mode": "coupled", "selection": {"type": "in_group", "promote_looks": 3}},
     "coupled-gate": {"mode": "coupled", "selection": GATE},
-    # issue 38 (EXPERIMENTAL until seeds 40-47 of both worlds say): a line shown to be worth less than +0.05 a
-    # task leaves the pool (retired-futile), so reflection keeps proposing while the pool would sit full.
-    # Power at the gym's shape (`evolve plan`, ideal CRN / independent): +10-point lesson 0.959 / 0.659 against
-    # 1.000 / 0.689 without, +5 0.571 / 0.251 against 0.898 / 0.262; a margin of 0.1 cut +10 to 0.694 / 0.564
-    "coupled-futile": {"mode": "coupled", "selection": {"type": "in_group", "futility_margin": 0.05}},
     "weights-only": {"mode": "weights"},
     "prompt-only-sfp": {"mode": "prompt", "selection": IN_GROUP},
     # issue 38's value-of-look rule (arms coupled-value, prompt-only-value) was deleted after seeds 40-47:
     # no better than in-group on either world (ablation38_gym.json, ablation38_nolesson.json; code: a60b6b2);
-    # so was coupled-lean (a challenger's share cut to 1 of 8 after 4 looks without a promotion; code: 3c63e23)
+    # so was coupled-lean (a challenger's share cut to 1 of 8 after 4 looks without a promotion; code: 3c63e23),
+    # and coupled-futile (a line shown worth under +0.05 a task retired to free its pool place; code: be4783c)
     # the coupled default's control: every learning reward Bernoulli(0.5); both levers see noise
     "random-reward-sfp": {"mode": "coupled", "selection": IN_GROUP, "reward": "random"},
 }

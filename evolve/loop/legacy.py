@@ -35,7 +35,8 @@ MOVED = {"reflection_lm": "reflection_lm", "reflection_api_base": "api_base", "r
 _DELETED_TYPES = {"value": "a60b6b2"}
 # In-group fields deleted as measured no better: field -> (the value that meant "off", its companion fields, the
 # last commit that had them). A record with the field off is the same config without them; one with it on is refused.
-_DELETED_IN_GROUP = {"lean_after_looks": (0, ("lean_samples", "promising_p"), "3c63e23")}
+_DELETED_IN_GROUP = {"lean_after_looks": (0, ("lean_samples", "promising_p"), "3c63e23"),
+                     "futility_margin": (0.0, (), "be4783c")}
 
 
 def upgrade_recorded(data: dict[str, Any], source: str, recorded_by: str | None = None) -> dict[str, Any]:

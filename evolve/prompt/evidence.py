@@ -11,8 +11,7 @@ generation:
 - **promote** when the test of H0 "mean d <= margin" rejects at level ``alpha`` (betting; the
   sign-flip rule below tests "d symmetric about the margin" at alpha / looks per look);
 - **retire** when the mirror test of "mean d >= 0" rejects at level ``alpha_retire`` (it is
-  losing), when the same test of "mean d >= futility" rejects (it is not worth its looks; off at 0),
-  or when ``cap`` differences were seen without a decision.
+  losing), or when ``cap`` differences were seen without a decision.
 
 Why this rule (testing by betting: Shafer 2021; Waudby-Smith & Ramdas 2023, JRSSB 86(1)):
 the wealth K_n = prod_i (1 + lam * (d_i - margin)) of a gambler betting a fixed fraction
@@ -137,8 +136,7 @@ class Evidence:
 
     diffs: list[float] = field(default_factory=list)
     per_generation: list[int] = field(default_factory=list)  # how many differences each generation gave
-    decision: str = "active"  # active | promoted | retired-losing | retired-futile | retired-cap | retired-evicted |
-    # retired-reset
+    decision: str = "active"  # active | promoted | retired-losing | retired-cap | retired-evicted | retired-reset
 
     @property
     def n(self) -> int:
@@ -177,7 +175,6 @@ class EvidenceRule:
     alpha_retire: float = 0.2  # a wrong retirement only costs a chance, so a looser level
     cap: int = 96  # paired differences after which an undecided challenger is retired
     looks: int = 6  # generations a challenger is tested in; each look runs at alpha / looks
-    futility: float = 0.0  # retire a line shown to be worth less than this (0 = never); see decide
 
     def decide(self, ev: Evidence, new_diffs: list[float]) -> str:
         """Add one generation's differences and return the (possibly new) decision."""
@@ -190,13 +187,6 @@ class EvidenceRule:
             ev.decision = "promoted"
         elif mean < 0 and signflip_pvalue([-x for x in ev.diffs]) <= self.alpha_retire:
             ev.decision = "retired-losing"  # no correction for looks: a wrong retirement only costs a chance
-        elif (self.futility > 0 and mean < self.futility
-              and signflip_pvalue([-x for x in ev.diffs], -self.futility) <= self.alpha_retire):
-            # The mirror test moved up to the futility margin: "worth at least `futility`" rejected, so the
-            # line is not a lesson worth its looks (a line that changes no completion under common random
-            # numbers goes after one look: every difference is 0 < futility). Frees its pool place for a
-            # proposal; like retired-losing it never promotes, so the promotion error rate is unchanged.
-            ev.decision = "retired-futile"
         elif ev.n >= self.cap or len(ev.per_generation) >= self.looks:
             ev.decision = "retired-cap"
         return ev.decision

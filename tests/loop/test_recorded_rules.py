@@ -183,3 +183,13 @@ def test_a_run_recorded_under_the_deleted_lean_share_is_refused_and_one_with_it_
     recorded = LoopConfig().to_dict()
     recorded["selection"] = {**recorded["selection"], **off}
     assert LoopConfig.from_recorded(recorded, "run x") == LoopConfig()
+
+
+def test_a_run_recorded_under_the_deleted_futility_retirement_is_refused_and_one_with_it_off_loads(tmp_path):
+    """Futility retirement (issue 38, deleted after seeds 40-47: no better, and a +5-point lesson's chance of
+    promotion 0.57 against 0.90) as a real kept run: it reads, resume and replay refuse in one line naming
+    the version; a run recorded while the field existed but was 0 is the same config."""
+    _kept_run_reads_but_is_refused(tmp_path, "coupled-futile-s40", "selection.futility_margin = 0.05", "324a5f2")
+    recorded = LoopConfig().to_dict()
+    recorded["selection"] = {**recorded["selection"], "futility_margin": 0.0}
+    assert LoopConfig.from_recorded(recorded, "run x") == LoopConfig()

@@ -207,33 +207,6 @@ def test_signflip_retires_losing_and_at_the_look_cap():
     assert summary["p"] > summary["p_threshold"] == pytest.approx(0.1 / 3, abs=1e-5)
 
 
-def test_futility_retires_lines_that_change_nothing_and_keeps_the_lessons():
-    """Issue 38: under common random numbers a line that changes nothing gives d = 0 everywhere, so the
-    sign-flip rules never decide it and it holds its pool place for all its looks; the futility test (the
-    retire test moved up to a margin worth having) retires it after one. A lesson worth more keeps its
-    power, and promotion is never easier."""
-    futile, plain = EvidenceRule(futility=0.1), EvidenceRule()
-    ev = Evidence()
-    assert futile.decide(ev, [0.0] * 8) == "retired-futile"
-    ev = Evidence()
-    assert plain.decide(ev, [0.0] * 8) == "active"  # without it: looks until the cap
-    # a look with a lesson's shape (mostly 0, a few clear gains) is kept; one gain in eight is not enough
-    assert futile.decide(Evidence(), [0.25, 0, 0, 0, 0, 0, 0, 0.5]) == "active"
-    assert futile.decide(Evidence(), [0.25, 0, 0, 0, 0, 0, 0, 0]) == "retired-futile"
-    for rule, seed in ((futile, 20), (plain, 20)):
-        rng = np.random.default_rng(seed)
-        nulls = [trial(rng, rule, coupled=True, generations=6) for _ in range(300)]
-        looks = np.median([len(t.per_generation) for t in nulls])
-        if rule is futile:
-            assert np.mean([t.decision == "retired-futile" for t in nulls]) >= 0.9 and looks == 1
-        else:
-            assert looks == 6  # all 0: the look cap is what ends them
-        assert np.mean([t.decision == "promoted" for t in nulls]) <= rule.alpha
-    rng = np.random.default_rng(1)  # the same lessons as test_a_real_lesson_is_promoted
-    lessons = [trial(rng, futile, effect=0.32, share=0.5, coupled=True) for _ in range(100)]
-    assert np.mean([t.decision == "promoted" for t in lessons]) >= 0.9
-
-
 def test_pair_variance_shrinks_towards_the_prior():
     from evolve.prompt.evidence import PAIR_VAR, pair_variance
 

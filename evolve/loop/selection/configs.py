@@ -17,6 +17,10 @@ either: no better, so the simpler rule stays; benchmarks/results/ablation38_gym.
 the lean share (``lean_after_looks``: 1 of 8 samples once 4 looks found nothing, half again while a line's
 evidence was promising; seeds 40-47: the no-lesson floor +1.7 points [-0.7, +4.0] better, the gym -0.3, a
 helpful line promoted within 8 generations on 2 of 8 seeds against 4; selection_goals.json),
+futility retirement (``futility_margin`` 0.05: a line shown worth under +0.05 a task left the pool so reflection
+could propose; seeds 40-47 against in-group, paired: gym +0.9 points [-8.9, +11.5], no-lesson +0.2 [-2.3, +2.7],
+a helpful line promoted within 8 generations on 3 of 8 seeds against 4, and a +5-point lesson's chance of
+promotion 0.57 against 0.90 in ``evolve plan``; selection_goals.json),
 and, at the gate, the strict rule, non-inferior promotion and reusing rollouts other than the
 winner's.
 """
@@ -64,11 +68,6 @@ class InGroupSelection(ConfigModel):
                                 "that is losing.")
     evidence_cap: int = Field(96, ge=1, description="Paired task differences after which an undecided challenger "
                               "is retired.")
-    futility_margin: float = Field(
-        0.0, ge=0, lt=1, description="EXPERIMENTAL (issue 38, not yet measured): retire (\"retired-futile\") a "
-        "challenger whose differences reject \"worth at least this\" (the retire test moved up to this mean paired "
-        "difference, at retire_alpha), so lines that change nothing leave the pool after a look or two and "
-        "reflection proposes others; 0 = never.")
 
 
 class GateSelection(ConfigModel):

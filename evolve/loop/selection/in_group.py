@@ -41,7 +41,7 @@ from evolve.rollout import Rollout
 
 def evidence_rule(sel: InGroupSelection) -> EvidenceRule:
     return EvidenceRule(alpha=sel.promote_alpha, margin=sel.promote_margin, alpha_retire=sel.retire_alpha,
-                        cap=sel.evidence_cap, looks=sel.promote_looks, futility=sel.futility_margin)
+                        cap=sel.evidence_cap, looks=sel.promote_looks)
 
 
 def paired_differences(incumbent: list[Rollout], challenger: list[Rollout],
