@@ -57,6 +57,13 @@ class LoopConfig(ConfigModel):
         "other than the seed, the log-probabilities of the same completion under the seed prompt (same "
         "reward, advantage from the same baseline), so the weights learn to act as if the lessons were "
         "there. \"off\" = no.")
+    update_prompt: Literal["sampled", "incumbent"] = Field(
+        "sampled", description=
+        "EXPERIMENTAL (issue 38, not yet measured): the prompt the weight update conditions each completion on, "
+        "\"sampled\" (the prompt it was sampled under) or \"incumbent\" (a challenger's completions re-rendered "
+        "under the incumbent's prompt, the one held-out evaluation uses, keeping rewards and the task's shared "
+        "baseline; pair it with the policy's grpo.old_logprobs = \"behaviour\" so the ratio is the importance "
+        "weight; evolve/loop/recontext.py). No effect under ``mode = \"weights\"``.")
     heldout_seed_prompt: bool = Field(
         False, description=
         "Also evaluate held-out with the seed prompt on the new weights (\"does the model still need the "

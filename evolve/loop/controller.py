@@ -29,6 +29,7 @@ from evolve.loop.context import (
 )
 from evolve.loop.distill import distill_groups
 from evolve.loop.guided_retry import GuidedRetries, guided_update_groups
+from evolve.loop.recontext import recontext_groups
 from evolve.loop.rollouts import (
     PENDING_WEIGHTS,
     heldout_metrics,
@@ -143,6 +144,8 @@ def _update_weights(ctx: LoopContext, state: LoopState, seeds: GenerationSeeds, 
     retried = {g[0].task_id for g in guided_groups}
     weight = [g for g in out.routing.weight_groups if g[0].task_id not in retried]
     groups = weight + carried.weight_groups + extra + guided_groups
+    if cfg.update_prompt == "incumbent":  # every completion trained in the context held-out evaluates
+        groups = recontext_groups(ctx, groups, prompt)
     # UpdateStats' fields are UpdateRecord's (tests/loop/test_metrics_types.py); asdict types them loosely
     stats = cast(UpdateRecord, ctx.policy.update(groups).to_dict())
     stats.update(selection.update_record(len(carried.weight_groups), len(extra)))

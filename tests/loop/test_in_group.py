@@ -105,6 +105,31 @@ def test_in_group_split_routing_enforced_and_random_control_scores(tiny_model_di
         assert rec["decision"] != "active" and rec2["n"] == 4
 
 
+def test_update_prompt_incumbent_trains_challenger_completions_under_the_incumbent(tiny_model_dir, tmp_path):
+    """update_prompt = "incumbent" (issue 38, EXPERIMENTAL): the update sees every challenger completion with
+    the incumbent's prompt tokens, its own completion tokens and its sampling log-probs (the behaviour
+    policy's, for the importance ratio); the lineage keeps the rollout as sampled."""
+    session, calls = start(tmp_path, reward="random", selection={"type": "in_group", "challenger_pool": 1},
+                           update_prompt="incumbent")
+    ch = seed_challenger(session, DISTRACTORS[0])
+    try:
+        out = run(session, 1)[0]
+    finally:
+        session.close()
+    inc = session.ctx.evolver.seed.id
+    train = [r for r in out.rollouts if r.purpose == "train"]
+    inc_prompt = {r.task_id: r.prompt_ids for r in train if r.prompt_version == inc}
+    trained = [r for g in calls[0] for r in g]
+    assert trained and all(r.prompt_version == inc for r in trained)
+    moved = [r for r in train if r.prompt_version == ch.id and any(t.task_id == r.task_id for t in trained)]
+    assert moved  # the challenger was sampled (recorded under its own prompt) and its groups trained
+    for orig in moved:  # trained with the incumbent's prompt, its own tokens, sampling log-probs and reward
+        assert inc_prompt[orig.task_id] != orig.prompt_ids
+        assert any(t.task_id == orig.task_id and t.prompt_ids == inc_prompt[orig.task_id]
+                   and t.completion_ids == orig.completion_ids and t.logprobs == orig.logprobs
+                   and t.reward == orig.reward for t in trained)
+
+
 def test_all_fail_groups_reach_the_weights_only_when_set(tiny_model_dir, tmp_path):
     trained = {}
     for setting, expect in (("reflection", False), ("both", True)):

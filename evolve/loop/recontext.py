@@ -1,0 +1,43 @@
+"""Train every learning sample in the incumbent's context (``update_prompt = "incumbent"``), EXPERIMENTAL.
+
+Issue 38's no-lesson cost is the challenger's share of each group: its completions, trained under the
+challenger's own prompt, do not carry over to the incumbent's context that held-out evaluation uses
+(``ablation38_nolesson_incumbent_only.json``: training on the incumbent's half alone scores the same).
+Here a challenger's completion is re-rendered under the incumbent's prompt for the update, keeping its
+tokens, reward and the task's shared baseline. It was sampled from pi(. | challenger), so it is off-policy in
+this context: with ``grpo.old_logprobs = "behaviour"`` the ratio is pi_theta(y | incumbent) / pi_old(y |
+challenger), the importance weight, and PPO's clip bounds it (the off-policy reading of the clipped
+surrogate, as in PPO on stale samples). Without it (the current log-probs as pi_old, commit 583ad7b, arm
+``coupled-sfp-inc``) every completion counted as on-policy: measured worse on seeds 40-42.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from evolve.env.render import render_messages
+from evolve.policy.chat import encode_prompt
+from evolve.prompt.candidate import Candidate
+from evolve.rollout import Rollout
+
+
+def recontext_groups(ctx, groups: list[list[Rollout]], incumbent: Candidate) -> list[list[Rollout]]:
+    """``groups`` with every rollout sampled under a prompt other than ``incumbent`` re-rendered under it
+    (sampling log-probs kept: the behaviour policy's)."""
+    tokenizer = getattr(ctx.policy, "tokenizer", None)
+    if tokenizer is None:
+        return groups
+    cache: dict[str, tuple[list[dict], str, list[int]]] = {}
+
+    def under_incumbent(r: Rollout) -> Rollout:
+        if r.prompt_version == incumbent.id:
+            return r
+        if r.task_id not in cache:
+            msgs = render_messages(incumbent.components, ctx.tasks_by_id[r.task_id])
+            text, ids = encode_prompt(tokenizer, msgs)
+            cache[r.task_id] = (msgs, text, list(ids))
+        msgs, text, ids = cache[r.task_id]
+        return replace(r, prompt_version=incumbent.id, messages=msgs, prompt_text=text, prompt_ids=ids,
+                       advantage=None)
+
+    return [[under_incumbent(r) for r in group] for group in groups]
