@@ -418,6 +418,7 @@ LABELS["headroom_humaneval"] = {
     "demos_mean_diff_points": "mean difference, demonstration sets, points",
     "reflector_mean_diff_points": "mean difference, the 1.5B reflector's lines, points",
     "library_mean_diff_points": "mean difference, the chat lesson library's lines, points",
+    "pooled_mean_diff_points": "mean difference, the 1.5B's lines from the pooled failure view (item 4), points",
 }
 LABELS["headroom_humaneval_1.5b"] = LABELS["headroom_humaneval"]
 LABELS["headroom_codeio"] = LABELS["headroom_codeio_1.5b"] = _HEADROOM_CODEIO
