@@ -594,8 +594,11 @@ def main() -> None:
                   f"{row['final_pass@1_sd']:.3f}  pass@8 {row['final_pass@8_mean']:.3f}  seeds {row['seeds']}  "
                   f"reach {row.get('rollouts_to_weights_final')}")
     batches = record_batch(out, args, plan, reused, started_at)
-    power = {a: arm_power(out / f"{a}.toml", tuple(args.policy_set)) for a in sorted({r["arm"] for r in runs})
-             if (out / f"{a}.toml").exists()}
+    # this batch's arms under its settings; a reused arm keeps the power its own batch recorded (its rule
+    # may since have been deleted, so its config no longer loads)
+    earlier = json.loads(Path(args.reuse).read_text())["results"].get("power", {}) if args.reuse else {}
+    power = {**earlier, **{a: arm_power(out / f"{a}.toml", tuple(args.policy_set)) for a in sorted({a for _, a in plan})
+                           if (out / f"{a}.toml").exists()}}
     if keep:
         print(f"# kept in {keep}: {', '.join(kept_runs.keep(out, keep))}", flush=True)
     write_results(args.results_name, args={"batches": batches},
