@@ -80,6 +80,7 @@ ARM_LABELS = {
     "coupled-lean": "coupled, lean share: 1 of 8 samples after 4 looks without a promotion unless promising (deleted)",
     "coupled-futile": "coupled, futility retirement: a line shown worth under +0.05 a task leaves the pool (deleted)",
     "coupled-sfp-inc": "the default, challengers' completions trained under the incumbent's prompt",
+    "coupled-sfp-inc-is": "the default, challengers' completions trained under the incumbent's prompt, importance-weighted",
     "coupled-sfp-nochal": "the default with an empty lesson folder: no challenger is ever sampled (diagnostic)",
     "weights-only-taskseed": "weights-only with seed_scope = \"task\": the same distribution, other streams (diagnostic)",
     "coupled-sfp-nocrn": "the default with independent seeds per prompt (a diagnostic patch, not kept)",
@@ -428,8 +429,8 @@ LABELS["power"] = {
     **{f"{c}_run_startup_cpu_s": f"{name}: `evolve run`'s start-up table, CPU time" for c, name in _POWER_CONFIGS.items()},
 }
 LABELS["selection_goals"] = {
-    k: v for arm in ("coupled-sfp", "coupled-value", "coupled-lean", "coupled-futile", "coupled-sfp-c1",
-                "coupled-sfp-c2")
+    k: v for arm in ("coupled-sfp", "coupled-value", "coupled-lean", "coupled-futile", "coupled-sfp-inc-is",
+                "coupled-sfp-c1", "coupled-sfp-c2")
     for k, v in {
         f"{arm.replace('-', '_')}_gym_minus_best_single": f"{ARM_LABELS[arm]}: gym, − best single lever, points",
         f"{arm.replace('-', '_')}_gym_seeds_promoted_within_8": "  seeds on which a helpful line was promoted within "
