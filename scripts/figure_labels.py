@@ -50,6 +50,8 @@ TITLES = {
     "agents_seed1": "Multi-turn agents (tiny-coder, seed 1)",
     "scale": "Ray scale-out on 2 shared cores",
     "ablation38_nolesson_no_challenger": "Issue 38 in the no-lesson world, coupled with no challenger ever (diagnostic, seeds 40-42)",
+    "ablation38b_gym": "Issue 38 on the gym, fresh seeds 48-55: in-group against the challengers trained in the incumbent's context",
+    "ablation38b_nolesson": "Issue 38 in the no-lesson world, fresh seeds 48-55: the same two arms",
     "selection_goals": "Issue 38's goals per coupled rule on seeds 40-47 (c1, c2: 40-42), read from the two grids' files",
     "ablation38_nolesson_perturbed": "Issue 38: weights-only from other random streams (diagnostic, seeds 40-47)",
     "ablation38_nolesson_no_crn": "Issue 38 in the no-lesson world without common random numbers (diagnostic, seeds 40-41)",
