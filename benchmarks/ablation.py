@@ -69,8 +69,9 @@ ARMS = {  # name -> overrides of configs/ablation.toml's [loop]
     # no better than in-group on either world (ablation38_gym.json, ablation38_nolesson.json; code: a60b6b2);
     # so was coupled-lean (a challenger's share cut to 1 of 8 after 4 looks without a promotion; code: 3c63e23),
     # and coupled-futile (a line shown worth under +0.05 a task retired to free its pool place; code: be4783c)
-    # issue 38 (EXPERIMENTAL until seeds 40-47 of both worlds say): the challengers' completions trained under the
-    # incumbent's prompt, importance-weighted: run it with --policy-set grpo.old_logprobs=behaviour
+    # issue 38 (EXPERIMENTAL): the challengers' completions trained under the incumbent's prompt, importance-
+    # weighted: run it with --policy-set grpo.old_logprobs=behaviour. Seeds 40-55 against coupled-sfp, paired:
+    # no-lesson +2.2 [+0.2, +4.4], gym +2.1 [-0.4, +5.6] (ablation38*_nolesson.json, ablation38*_gym.json)
     "coupled-sfp-inc-is": {"mode": "coupled", "selection": IN_GROUP, "update_prompt": "incumbent"},
     # the coupled default's control: every learning reward Bernoulli(0.5); both levers see noise
     "random-reward-sfp": {"mode": "coupled", "selection": IN_GROUP, "reward": "random"},

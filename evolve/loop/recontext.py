@@ -8,7 +8,10 @@ tokens, reward and the task's shared baseline. It was sampled from pi(. | challe
 this context: with ``grpo.old_logprobs = "behaviour"`` the ratio is pi_theta(y | incumbent) / pi_old(y |
 challenger), the importance weight, and PPO's clip bounds it (the off-policy reading of the clipped
 surrogate, as in PPO on stale samples). Without it (the current log-probs as pi_old, commit 583ad7b, arm
-``coupled-sfp-inc``) every completion counted as on-policy: measured worse on seeds 40-42.
+``coupled-sfp-inc``) every completion counted as on-policy: measured worse on seeds 40-42. With it (arm
+``coupled-sfp-inc-is``), seeds 40-55 against training each completion under its own prompt, paired: +2.2
+points [+0.2, +4.4] where no lesson helps, +2.1 [-0.4, +5.6] on the gym (docs/ablation.md). Off by default
+until the ratio is right under vLLM's top-p (its sampler's log-probs are the truncated distribution's).
 """
 
 from __future__ import annotations
