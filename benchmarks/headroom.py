@@ -44,6 +44,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -366,13 +367,18 @@ def run(args) -> None:
     from vllm import LLM
 
     llm = LLM(**engine_kwargs(spec, path, engine_dtype(spec, None), on_cpu=True))
+    # ``sample_steps`` (stage 2): every candidate up to each bound in turn, so a run stopped part way leaves
+    # whole draws under every candidate, a smaller paired comparison rather than candidates with none.
+    steps = getattr(args, "sample_steps", None) or [args.samples]
     with ReplyVerifier(Verifier(load_pipeline(str(suite.pipeline)), jobs=2)) as verifier:
-        sample_and_grade(llm, tok, spec, verifier, suite.lines(seed)[0], tasks, args)
-        # Frozen at the first run, so a later run with more samples a task measures the same candidates.
-        cands = sorted(frozen_candidates(seed, tasks, args), key=lambda c: KIND_ORDER.index(c["kind"]))
-        for cand in cands:  # ``only``: the names stage 2 (headroom_stage2.py) redraws
-            if (not args.kinds or cand["kind"] in args.kinds) and cand["name"] in getattr(args, "only", [cand["name"]]):
-                sample_and_grade(llm, tok, spec, verifier, cand, tasks, args)
+        for upto in steps:
+            step = SimpleNamespace(**{**vars(args), "samples": upto})
+            sample_and_grade(llm, tok, spec, verifier, suite.lines(seed)[0], tasks, step)
+            # Frozen at the first run, so a later run with more samples a task measures the same candidates.
+            cands = sorted(frozen_candidates(seed, tasks, step), key=lambda c: KIND_ORDER.index(c["kind"]))
+            for cand in cands:  # ``only``: the names stage 2 (headroom_stage2.py) redraws
+                if (not args.kinds or cand["kind"] in args.kinds) and cand["name"] in getattr(args, "only", [cand["name"]]):
+                    sample_and_grade(llm, tok, spec, verifier, cand, tasks, step)
 
 
 HUMANEVAL = Suite("humaneval", "headroom_humaneval", SEED_PROMPT, PIPELINE, load_train_tasks, line_candidates,

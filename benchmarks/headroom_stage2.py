@@ -10,7 +10,9 @@ an interval of about ±2.6 (±3.3 family-wise over 5); a line that helps some pr
 narrows less. The names are frozen in this script's results file the first time it writes it.
 
 Records are stage 1's (runs/headroom/0.5b/<candidate>.jsonl, draws 1..8 appended); the draws this stage adds
-are also kept in ``headroom_humaneval_stage2_samples.jsonl.gz``, so another machine continues from the files:
+are also kept in ``headroom_humaneval_stage2_samples.jsonl.gz``, so another machine continues from the files.
+Draws are taken two at a time under every candidate, so a run stopped part way summarizes with ``--draws`` set
+to the whole draws it has:
 
     .venv-vllm/bin/python benchmarks/headroom_stage2.py            # samples what is missing, then summarizes
     .venv/bin/python benchmarks/headroom_stage2.py --summarize-only
@@ -106,7 +108,8 @@ def main() -> None:
     names = frozen_names(args.candidates)
     if not args.summarize_only:
         headroom.run(SimpleNamespace(suite=headroom.HUMANEVAL, model="0.5b", samples=1 + args.draws, seed=0,
-                                     kinds=None, kv_gib=4.0, nucleus="nucleus-topk", out_dir=out_dir, only=names))
+                                     kinds=None, kv_gib=4.0, nucleus="nucleus-topk", out_dir=out_dir, only=names,
+                                     sample_steps=sorted({*range(3, 2 + args.draws, 2), 1 + args.draws})))
     summarize(out_dir, names, args.draws)
 
 
