@@ -73,6 +73,9 @@ ARMS = {  # name -> overrides of configs/ablation.toml's [loop]
     # weighted: run it with --policy-set grpo.old_logprobs=behaviour. Seeds 40-55 against coupled-sfp, paired:
     # no-lesson +2.2 [+0.2, +4.4], gym +2.1 [-0.4, +5.6] (ablation38*_nolesson.json, ablation38*_gym.json)
     "coupled-sfp-inc-is": {"mode": "coupled", "selection": IN_GROUP, "update_prompt": "incumbent"},
+    # the same update with the ratio it has now (no --policy-set): pi_old of a re-rendered completion is the
+    # trainer's under the prompt it was sampled with, the other rows on-policy (right under vLLM's top-p too)
+    "coupled-sfp-inc-ctx": {"mode": "coupled", "selection": IN_GROUP, "update_prompt": "incumbent"},
     # the coupled default's control: every learning reward Bernoulli(0.5); both levers see noise
     "random-reward-sfp": {"mode": "coupled", "selection": IN_GROUP, "reward": "random"},
 }

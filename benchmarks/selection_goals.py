@@ -87,8 +87,8 @@ def compare(gym: Path, nolesson: Path, perturbed: Path, arms: list[str]) -> tupl
 
 
 def main() -> None:
-    arms = ["coupled-sfp", "coupled-value", "coupled-lean", "coupled-futile", "coupled-sfp-inc-is", "coupled-sfp-c1",
-            "coupled-sfp-c2"]
+    arms = ["coupled-sfp", "coupled-value", "coupled-lean", "coupled-futile", "coupled-sfp-inc-is", "coupled-sfp-inc-ctx",
+            "coupled-sfp-c1", "coupled-sfp-c2"]
     files = {"gym": RESULTS / "ablation38_gym.json", "nolesson": RESULTS / "ablation38_nolesson.json",
              "perturbed": RESULTS / "ablation38_nolesson_perturbed.json"}
     table, figures = compare(files["gym"], files["nolesson"], files["perturbed"], arms)

@@ -50,6 +50,9 @@ class Rollout:
     turns: list[Turn] = field(default_factory=list)  # the whole transcript after messages; [] = one turn
     completion_mask: list[int] = field(default_factory=list)  # 1 = policy token (trained); [] = all 1
     guidance: list[str] = field(default_factory=list)  # guidance sources of a guided retry; [] = none
+    # The prompt the completion was sampled under when the update trains it under another one
+    # (evolve/loop/recontext.py): the updater's pi_old is computed there, an importance ratio; [] = prompt_ids.
+    sampled_prompt_ids: list[int] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:

@@ -83,6 +83,7 @@ ARM_LABELS = {
     "coupled-futile": "coupled, futility retirement: a line shown worth under +0.05 a task leaves the pool (deleted)",
     "coupled-sfp-inc": "the default, challengers' completions trained under the incumbent's prompt",
     "coupled-sfp-inc-is": "the default, challengers' completions trained under the incumbent's prompt, importance-weighted",
+    "coupled-sfp-inc-ctx": "the same, pi_old the trainer's under the sampling prompt (the update_prompt = incumbent of now)",
     "coupled-sfp-nochal": "the default with an empty lesson folder: no challenger is ever sampled (diagnostic)",
     "weights-only-taskseed": "weights-only with seed_scope = \"task\": the same distribution, other streams (diagnostic)",
     "coupled-sfp-nocrn": "the default with independent seeds per prompt (a diagnostic patch, not kept)",
@@ -432,7 +433,7 @@ LABELS["power"] = {
 }
 LABELS["selection_goals"] = {
     k: v for arm in ("coupled-sfp", "coupled-value", "coupled-lean", "coupled-futile", "coupled-sfp-inc-is",
-                "coupled-sfp-c1", "coupled-sfp-c2")
+                "coupled-sfp-inc-ctx", "coupled-sfp-c1", "coupled-sfp-c2")
     for k, v in {
         f"{arm.replace('-', '_')}_gym_minus_best_single": f"{ARM_LABELS[arm]}: gym, − best single lever, points",
         f"{arm.replace('-', '_')}_gym_seeds_promoted_within_8": "  seeds on which a helpful line was promoted within "

@@ -5,13 +5,18 @@ challenger's own prompt, do not carry over to the incumbent's context that held-
 (``ablation38_nolesson_incumbent_only.json``: training on the incumbent's half alone scores the same).
 Here a challenger's completion is re-rendered under the incumbent's prompt for the update, keeping its
 tokens, reward and the task's shared baseline. It was sampled from pi(. | challenger), so it is off-policy in
-this context: with ``grpo.old_logprobs = "behaviour"`` the ratio is pi_theta(y | incumbent) / pi_old(y |
+this context: the updater takes its pi_old under the challenger's prompt (``Rollout.sampled_prompt_ids``; a
+no-grad forward before the first inner step), so the ratio is pi_theta(y | incumbent) / pi_old(y |
 challenger), the importance weight, and PPO's clip bounds it (the off-policy reading of the clipped
-surrogate, as in PPO on stale samples). Without it (the current log-probs as pi_old, commit 583ad7b, arm
-``coupled-sfp-inc``) every completion counted as on-policy: measured worse on seeds 40-42. With it (arm
-``coupled-sfp-inc-is``), seeds 40-55 against training each completion under its own prompt, paired: +2.2
-points [+0.2, +4.4] where no lesson helps, +2.1 [-0.4, +5.6] on the gym (docs/ablation.md). Off by default
-until the ratio is right under vLLM's top-p (its sampler's log-probs are the truncated distribution's).
+surrogate, as in PPO on stale samples). From the trainer, not the sampler's log-probs: vLLM's are after top-p
+(renormalised over the nucleus), which would bias every ratio by the nucleus mass.
+
+Measured: without any correction (the current log-probs as pi_old, commit 583ad7b, arm ``coupled-sfp-inc``)
+every completion counted as on-policy: worse on seeds 40-42. With the sampler's log-probs as pi_old for every
+row (``grpo.old_logprobs = "behaviour"``, commit ca5c43d), seeds 40-55 against training each completion under
+its own prompt, paired: +2.2 points [+0.2, +4.4] where no lesson helps, +2.1 [-0.4, +5.6] on the gym
+(docs/ablation.md). This ratio (arm ``coupled-sfp-inc-is``) is that one on the gym's HF sampler up to
+numerics, with the on-context rows on-policy.
 """
 
 from __future__ import annotations
@@ -41,6 +46,6 @@ def recontext_groups(ctx, groups: list[list[Rollout]], incumbent: Candidate) -> 
             cache[r.task_id] = (msgs, text, list(ids))
         msgs, text, ids = cache[r.task_id]
         return replace(r, prompt_version=incumbent.id, messages=msgs, prompt_text=text, prompt_ids=ids,
-                       advantage=None)
+                       advantage=None, sampled_prompt_ids=list(r.prompt_ids))
 
     return [[under_incumbent(r) for r in group] for group in groups]

@@ -13,6 +13,9 @@ Departures from the papers / TRL, on purpose:
   the two is reported as `logprob_gap`. `grpo.old_logprobs = "behaviour"` uses the sampler's
   log-probs instead (PPO proper for stale rollouts; the clip then also bounds the sampler mismatch,
   a simpler stand-in for TRL's truncated importance-sampling correction under vLLM).
+- A completion trained under another prompt than it was sampled with (``Rollout.sampled_prompt_ids``,
+  evolve/loop/recontext.py) takes pi_old from a no-grad forward under its sampling prompt, before the
+  first inner step: the ratio is then the importance weight between the two contexts (the clip bounds it).
 - Positions: we pass position_ids from the attention mask, so left-padded prompts get the same
   rotary positions as during generation (TRL 1.16 leaves them implicit).
 - Multi-turn rollouts (``evolve.policy.turns``): the environment's tokens stay in the input (the
@@ -27,7 +30,7 @@ from __future__ import annotations
 import math
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import accumulate
 
 import numpy as np
@@ -69,6 +72,7 @@ class _Row:
     advantage: float
     mask: list[int] = field(default_factory=list)  # 1 = policy token (trained), 0 = environment; [] = all 1
     token_advantages: list[float] | None = None  # per token when turns carry their own advantage
+    sampled_prompt_ids: list[int] | None = None  # sampled under this prompt, trained under prompt_ids
 
 
 @dataclass
@@ -79,6 +83,7 @@ class _Prepared:
     info: dict
     n_tokens: int
     old: list | None = None
+    old_rows: list | None = None  # per micro-batch, (B,) rows ``old`` applies to; None = every row
     ref: list | None = None
 
     @property
@@ -179,7 +184,7 @@ class Updater:
                     raise EvolveError(f"rollout {r.task_id}#{r.sample_index} has no token ids; "
                                       "this backend's samples cannot train weights")
                 rows.append(_Row(list(r.prompt_ids), list(r.completion_ids), list(r.logprobs), float(r.advantage),
-                                 policy_mask(r), token_advantages(r)))
+                                 policy_mask(r), token_advantages(r), list(r.sampled_prompt_ids) or None))
         n = max(1, len(groups))
         info = {"zero_variance_fraction": zero_var / n, "all_fail_fraction": all_fail / n,
                 "n_trained_groups": trained, "mean_advantage_abs": float(np.mean(adv_abs)) if adv_abs else 0.0}
@@ -199,8 +204,11 @@ class Updater:
             self.model.train()
             if self.spec.grpo.old_logprobs == "behaviour":
                 prep.old = [self._behaviour_logprobs(b, t[2]).to(device) for b, t in zip(batches, tensors, strict=True)]
-            elif self.spec.grpo.num_iterations > 1:
-                prep.old = self._old_logprobs(prep)
+            else:
+                if self.spec.grpo.num_iterations > 1:
+                    prep.old = self._old_logprobs(prep)
+                if any(r.sampled_prompt_ids for r in rows):
+                    self._sampled_context_old(prep)
             prep.ref = self._ref_logprobs(prep) if self.spec.grpo.beta != 0.0 else None
         return prep
 
@@ -211,8 +219,11 @@ class Updater:
         logprobs = self._logprobs_fn(self.model, prep)
         for k, (batch, t, start) in enumerate(zip(prep.batches, prep.tensors, prep.starts, strict=True)):
             logp = logprobs(start, t)
-            out, gap = self._micro_step(batch, logp, prep.masks[k], prep.old[k] if prep.old else None,
-                                        prep.ref[k] if prep.ref else None, n, prep.n_tokens)
+            old = prep.old[k] if prep.old else None
+            if old is not None and prep.old_rows is not None:  # the other rows are on-policy
+                old = torch.where(prep.old_rows[k][:, None], old, logp.detach())
+            out, gap = self._micro_step(batch, logp, prep.masks[k], old, prep.ref[k] if prep.ref else None, n,
+                                        prep.n_tokens)
             logprobs.release(start + len(batch))  # shared prompts: the finished ones' own backward
             losses.append(float(out.loss))
             kls.append(out.kl)
@@ -291,6 +302,27 @@ class Updater:
 
     def _old_logprobs(self, prep: _Prepared):
         return self._all_logprobs(self.model, prep)
+
+    @torch.no_grad()
+    def _sampled_context_old(self, prep: _Prepared) -> None:
+        """pi_old of each re-rendered row (``sampled_prompt_ids``) under the prompt it was sampled with, by this
+        model before the first inner step, so the ratio is pi_theta(y | trained prompt) / pi_old(y | sampled
+        prompt): the importance weight, bounded by the clip. From the trainer, not the sampler: vLLM's
+        log-probs are those of the top-p-renormalised distribution (vllm_backend) and would bias the ratio
+        by the nucleus mass; the trainer's are the full distribution under both prompts, as the HF sampler's."""
+        t = self.spec.sampling.temperature
+        olds, flags = [], []
+        for k, (batch, x) in enumerate(zip(prep.batches, prep.tensors, strict=True)):
+            idx = [i for i, r in enumerate(batch) if r.sampled_prompt_ids]
+            old = prep.old[k].clone() if prep.old else torch.zeros(x[2].shape, dtype=torch.float32, device=x[2].device)
+            if idx:
+                sub = [replace(batch[i], prompt_ids=batch[i].sampled_prompt_ids) for i in idx]
+                lp = completion_logprobs(self.model, *(y.to(x[2].device) for y in collate(sub, self.pad_id)), t)
+                old[idx, :lp.shape[1]] = lp.float()
+            olds.append(old)
+            flags.append(torch.tensor([bool(r.sampled_prompt_ids) for r in batch], device=x[2].device))
+        prep.old = olds
+        prep.old_rows = None if self.spec.grpo.num_iterations > 1 else flags
 
     def _ref_logprobs(self, prep: _Prepared):
         if self.reference is not None:

@@ -107,8 +107,8 @@ def test_in_group_split_routing_enforced_and_random_control_scores(tiny_model_di
 
 def test_update_prompt_incumbent_trains_challenger_completions_under_the_incumbent(tiny_model_dir, tmp_path):
     """update_prompt = "incumbent" (issue 38, EXPERIMENTAL): the update sees every challenger completion with
-    the incumbent's prompt tokens, its own completion tokens and its sampling log-probs (the behaviour
-    policy's, for the importance ratio); the lineage keeps the rollout as sampled."""
+    the incumbent's prompt tokens, its own completion tokens and the prompt it was sampled under (the
+    updater's pi_old is taken there, tests/policy/test_policy.py); the lineage keeps the rollout as sampled."""
     session, calls = start(tmp_path, reward="random", selection={"type": "in_group", "challenger_pool": 1},
                            update_prompt="incumbent")
     ch = seed_challenger(session, DISTRACTORS[0])
@@ -123,11 +123,12 @@ def test_update_prompt_incumbent_trains_challenger_completions_under_the_incumbe
     assert trained and all(r.prompt_version == inc for r in trained)
     moved = [r for r in train if r.prompt_version == ch.id and any(t.task_id == r.task_id for t in trained)]
     assert moved  # the challenger was sampled (recorded under its own prompt) and its groups trained
-    for orig in moved:  # trained with the incumbent's prompt, its own tokens, sampling log-probs and reward
+    for orig in moved:  # trained with the incumbent's prompt, its own tokens, sampling prompt and reward
         assert inc_prompt[orig.task_id] != orig.prompt_ids
         assert any(t.task_id == orig.task_id and t.prompt_ids == inc_prompt[orig.task_id]
-                   and t.completion_ids == orig.completion_ids and t.logprobs == orig.logprobs
+                   and t.completion_ids == orig.completion_ids and t.sampled_prompt_ids == orig.prompt_ids
                    and t.reward == orig.reward for t in trained)
+    assert all(not t.sampled_prompt_ids for t in trained if t.completion_ids not in [m.completion_ids for m in moved])
 
 
 def test_all_fail_groups_reach_the_weights_only_when_set(tiny_model_dir, tmp_path):

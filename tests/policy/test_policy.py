@@ -191,3 +191,58 @@ def test_behaviour_logprobs_as_old_policy(random_model_dir):
     groups[0][0].logprobs = []
     with pytest.raises(EvolveError, match="behaviour"):
         policy.update(groups)
+
+
+def _moved(policy, samples, rewards, to: int) -> list[list[Rollout]]:
+    """The groups with every odd sample re-rendered under PROMPTS[to] (as evolve/loop/recontext.py does)."""
+    target = policy.generate([PROMPTS[to]], n=1, seed=0)[0][0].prompt_ids
+    groups = _rollouts(samples, rewards)
+    for g in groups:
+        for r in g[1::2]:
+            r.sampled_prompt_ids, r.prompt_ids = r.prompt_ids, list(target)
+    return groups
+
+
+@pytest.mark.parametrize("iterations", [1, 2])
+def test_re_rendered_rows_take_pi_old_under_the_prompt_they_were_sampled_with(random_model_dir, iterations):
+    """A completion trained under another prompt than it was sampled with (update_prompt = "incumbent") gets
+    pi_old = this model's log-probs under its sampling prompt, computed row by row here as the reference; the
+    other rows keep the on-policy pi_old (current log-probs, or recomputed before the inner epochs)."""
+    policy = load_policy(_spec(random_model_dir, grpo={"num_iterations": iterations}))
+    samples = policy.generate(PROMPTS, n=4, seed=0)
+    rewards = [[1, 0, 0, 1], [0, 1, 0, 0], [1, 1, 0, 0]]
+    prep = policy.updater.prepare(_moved(policy, samples, rewards, to=2))
+    pad = policy.tokenizer.pad_token_id
+    for k, batch in enumerate(prep.batches):
+        for i, row in enumerate(batch):
+            context = row.sampled_prompt_ids or row.prompt_ids
+            with torch.no_grad():
+                ref = completion_logprobs(policy.model, *collate([_Row(context, row.completion_ids, [], 0.0)], pad),
+                                          temperature=policy.spec.sampling.temperature)[0]
+            n = len(row.completion_ids)
+            if iterations == 1 and not row.sampled_prompt_ids:
+                assert not bool(prep.old_rows[k][i])  # on-policy: the current log-probs at the step
+            else:
+                assert prep.old_rows is None or bool(prep.old_rows[k][i])
+                assert torch.allclose(prep.old[k][i, :n], ref, atol=1e-4), (k, i)
+    assert any(r.sampled_prompt_ids for b in prep.batches for r in b)
+
+
+def test_re_rendered_rows_are_importance_weighted(random_model_dir):
+    """Under another prompt the ratio pi(y | trained prompt) / pi(y | sampled prompt) leaves the clip range
+    (narrowed: the random model's log-probs move by at most ~0.04 between these prompts); re-rendered under
+    the prompt they were sampled with, the update is the plain one."""
+    narrow = {"grpo": {"epsilon_low": 0.002, "epsilon_high": 0.002}}
+    policy = load_policy(_spec(random_model_dir, **narrow))
+    samples = policy.generate(PROMPTS, n=4, seed=0)
+    rewards = [[1, 0, 0, 1], [0, 1, 0, 0], [1, 1, 0, 0]]
+    clip = policy.update(_moved(policy, samples, rewards, to=2)).clip_fraction
+    assert clip > 0.05, clip
+    same = _rollouts(samples, rewards)
+    for g in same:
+        for r in g[1::2]:
+            r.sampled_prompt_ids = list(r.prompt_ids)
+    fresh = load_policy(_spec(random_model_dir, **narrow))
+    plain = load_policy(_spec(random_model_dir, **narrow)).update(_rollouts(samples, rewards))
+    stats = fresh.update(same)
+    assert stats.clip_fraction == 0.0 and stats.loss == pytest.approx(plain.loss, abs=1e-6)
