@@ -43,6 +43,10 @@ TITLES = {
                                "Qwen2.5-Coder-0.5B on HumanEval-chat, two learning rates (issue 37 item 3)",
     "headroom_humaneval_1.5b": "Headroom probe on HumanEval-chat's 123 training problems, Qwen2.5-Coder-1.5B-Instruct as "
                                "the policy: the lines written by hand (issue 37 item 3)",
+    "headroom_humaneval_stage2": "Headroom probe, stage 2: stage 1's best five lines on fresh draws of the 123 training "
+                                 "problems (the picking draw left out), Qwen2.5-Coder-0.5B (issue 37 item 3)",
+    "recontext_ratio": "The importance ratio pi(y | seed prompt) / pi(y | a line's prompt) on Qwen2.5-Coder-0.5B, "
+                       "for completions sampled under the stage-2 lines (issue 38, update_prompt = incumbent)",
     "vllm_nucleus": "vLLM's CPU top-p filter: its full-vocabulary sort against the topk filter (Qwen2.5-Coder-0.5B, "
                     "123 requests in one engine call; issue 36)",
     "ui_scale": "`evolve ui` at 10,000 generations / 1,000,000 rollouts",
@@ -425,6 +429,19 @@ LABELS["headroom_humaneval"] = {
     "pooled_mean_diff_points": "mean difference, the 1.5B's lines from the pooled failure view (item 4), points",
 }
 LABELS["headroom_humaneval_1.5b"] = LABELS["headroom_humaneval"]
+LABELS["headroom_humaneval_stage2"] = {
+    "candidates": "lines redrawn (stage 1's best, frozen at the first write)", "draws": "fresh draws a problem",
+    "tasks": "training problems compared", "seed_pass1": "the seed prompt's pass@1 over those draws",
+    **{k: v for k, v in _HEADROOM.items() if k not in ("samples_per_task", "candidates", "seed_pass1",
+                                                        "seed_pass1_other_draws_mean", "below_ci95", "below_family",
+                                                        "hand_mean_diff_points")},
+}
+LABELS["recontext_ratio"] = {
+    "lines": "lines", "completions": "completions (24 training problems a line, stage 1's draw)",
+    "tokens_outside_clip_mean": "share of tokens whose ratio leaves the clip [0.8, 1.28], mean over the lines",
+    "tokens_outside_clip_max": "  the largest line's share",
+    "mean_abs_log_ratio_mean": "mean absolute log ratio a token",
+}
 LABELS["headroom_codeio"] = LABELS["headroom_codeio_1.5b"] = _HEADROOM_CODEIO
 LABELS["power"] = {
     **{f"{c}_{e}pt_{m}": f"{name}: {'null line' if e == 0 else f'+{e} points'}, {pairing}"

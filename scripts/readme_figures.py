@@ -63,8 +63,10 @@ HEADLINE = [
     ("humaneval_grading", "1.5b/greedy/164.harness", "  the 1.5B (the maker reports 0.707)"),
     ("humaneval_grading", "false_pass_share",
      "  real Qwen samples passing HumanEval's tests that the added tests reject (0 of 435)"),
-    ("headroom_humaneval", ("best_diff_points", "best_ci95_low_points", "best_ci95_high_points"),
-     "headroom probe: the 0.5B's best one-line or demonstration change to the seed prompt (123 training problems), points [95%]"),
+    # stage 1's best (+2.4 [-1.8, +6.7], headroom_humaneval.json) was its luckiest draw; stage 2 redraws it
+    ("headroom_humaneval_stage2", ("best_diff_points", "best_ci95_low_points", "best_ci95_high_points"),
+     "headroom probe: the 0.5B's best prompt change of 60 (lines, demonstrations; 123 training problems, the best "
+     "five redrawn 4 times), points [95%]"),
     ("weights_lever_humaneval", ("lr1e-3_diff_points", "lr1e-3_ci95_low_points", "lr1e-3_ci95_high_points"),
      "  the weights lever instead: 256 GRPO rollouts at lr 1e-3 (lr 1e-4: +0.9), held-out 41 × 8 change, points [95%]"),
     ("headroom_codeio", ("best_diff_points", "best_ci95_low_points", "best_ci95_high_points"),
@@ -92,7 +94,7 @@ def fmt(key: str, value) -> str:
         return f"{text} /s"
     if words[-1] == "s":
         return f"{text} s"
-    if "ratio" in words or "x" in words:
+    if ("ratio" in words and "log" not in words) or "x" in words:  # a log ratio is a difference, not a factor
         return f"{text}×"
     return text
 
