@@ -313,14 +313,16 @@ class Updater:
         t = self.spec.sampling.temperature
         olds, flags = [], []
         for k, (batch, x) in enumerate(zip(prep.batches, prep.tensors, strict=True)):
+            device = x[2].device
             idx = [i for i, r in enumerate(batch) if r.sampled_prompt_ids]
-            old = prep.old[k].clone() if prep.old else torch.zeros(x[2].shape, dtype=torch.float32, device=x[2].device)
+            old = prep.old[k].clone() if prep.old else torch.zeros(x[2].shape, dtype=torch.float32, device=device)
             if idx:
-                sub = [replace(batch[i], prompt_ids=batch[i].sampled_prompt_ids) for i in idx]
-                lp = completion_logprobs(self.model, *(y.to(x[2].device) for y in collate(sub, self.pad_id)), t)
+                sub = [replace(batch[i], prompt_ids=batch[i].sampled_prompt_ids or []) for i in idx]
+                prompt, pmask, comp, cmask = (y.to(device) for y in collate(sub, self.pad_id))
+                lp = completion_logprobs(self.model, prompt, pmask, comp, cmask, t)
                 old[idx, :lp.shape[1]] = lp.float()
             olds.append(old)
-            flags.append(torch.tensor([bool(r.sampled_prompt_ids) for r in batch], device=x[2].device))
+            flags.append(torch.tensor([bool(r.sampled_prompt_ids) for r in batch], device=device))
         prep.old = olds
         prep.old_rows = None if self.spec.grpo.num_iterations > 1 else flags
 
