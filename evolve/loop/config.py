@@ -59,8 +59,8 @@ class LoopConfig(ConfigModel):
         "there. \"off\" = no.")
     update_prompt: Literal["sampled", "incumbent"] = Field(
         "sampled", description=
-        "EXPERIMENTAL (issue 38; seeds 40-55 against \"sampled\", with the sampler's log-probs as pi_old: +2.2 points [+0.2, +4.4] where no lesson "
-        "helps, +2.1 [-0.4, +5.6] on the gym): the prompt the weight update conditions each completion on, "
+        "EXPERIMENTAL (issue 38; seeds 40-55 against \"sampled\": +2.2 points [+0.2, +4.4] where no lesson "
+        "helps, +2.1 [-0.4, +5.6] on the gym; the same to the last digit with the sampler's log-probs as pi_old): the prompt the weight update conditions each completion on, "
         "\"sampled\" (the prompt it was sampled under) or \"incumbent\" (a challenger's completions re-rendered "
         "under the incumbent's prompt, the one held-out evaluation uses, keeping rewards and the task's shared "
         "baseline; the update's pi_old for such a completion is the model's under the prompt it was sampled with, "
