@@ -66,7 +66,7 @@ HEADLINE = [
     # stage 1's best (+2.4 [-1.8, +6.7], headroom_humaneval.json) was its luckiest draw; stage 2 redraws it
     ("headroom_humaneval_stage2", ("best_diff_points", "best_ci95_low_points", "best_ci95_high_points"),
      "headroom probe: the 0.5B's best prompt change of 60 (lines, demonstrations; 123 training problems, the best "
-     "five redrawn 4 times), points [95%]"),
+     "five redrawn 6 times), points [95%]"),
     ("weights_lever_humaneval", ("lr1e-3_diff_points", "lr1e-3_ci95_low_points", "lr1e-3_ci95_high_points"),
      "  the weights lever instead: 256 GRPO rollouts at lr 1e-3 (lr 1e-4: +0.9), held-out 41 × 8 change, points [95%]"),
     ("headroom_codeio", ("best_diff_points", "best_ci95_low_points", "best_ci95_high_points"),
