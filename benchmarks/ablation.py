@@ -1,13 +1,16 @@
 """Ablation on the gym's hard tier: does coupling the two levers beat either one alone?
 
 Live arms (each a real `evolve run` with configs/ablation.toml plus the arm's overrides, ARMS below):
-  coupled-sfp        both levers, in-group prompt selection (the default: sign-flip test on the verdict)
-  coupled-sfp-half   the same stopped at half the budget
-  coupled-sfp-l3     the same with at most 3 looks per challenger
-  coupled-gate       both levers, GEPA's minibatch-then-validation gate
-  weights-only       GRPO alone, seed prompt frozen
-  prompt-only-sfp    in-group prompt selection alone, weights frozen
-  random-reward-sfp  coupled, every learning reward Bernoulli(0.5) (both levers see noise)
+  coupled-sfp-inc-ctx  both levers, in-group prompt selection (sign-flip test on the verdict), every
+                       completion trained under the incumbent's prompt (the default, the headline)
+  coupled-sfp          the same with each completion trained under the prompt it was sampled with
+                       (update_prompt = "sampled", the default until issue 38); -half, -l3: half the
+                       budget, at most 3 looks per challenger
+  coupled-gate         both levers, GEPA's minibatch-then-validation gate (update_prompt = "sampled")
+  weights-only         GRPO alone, seed prompt frozen
+  prompt-only-sfp      in-group prompt selection alone, weights frozen
+  random-reward-sfp-inc-ctx, random-reward-sfp
+                       the coupled arms with every learning reward Bernoulli(0.5) (both levers see noise)
 
 Every arm spends the same learning-rollout budget (``max_rollouts``, enforced exactly inside a
 generation). Held-out: every held-out task x 8 samples at the start and the end
@@ -51,36 +54,42 @@ from evolve.gym.notes import DISTRACTORS, NOTES  # noqa: E402
 # best), so the coupled arms state only what differs. Results files of retired arms (coupled-ts,
 # coupled-sf, ... in benchmarks/results/ablation.json) stay readable: summarize() needs no entry here.
 IN_GROUP = {"type": "in_group"}
+# The arms recorded before update_prompt = "incumbent" became the default pin the rule they ran under.
+SAMPLED = {"update_prompt": "sampled"}
 GATE = {"type": "gate", "minibatch_tasks": 4, "minibatch_samples": 4, "val_tasks": 12, "val_samples": 2,
         "gate_alpha": 0.2}  # GEPA's minibatch-then-validation gate, inside the same budget (the anchor)
 ARMS = {  # name -> overrides of configs/ablation.toml's [loop]
-    # both levers, in-group selection on the verdict with the sign-flip test (the default);
-    # heldout_seed_prompt: "does the model still need the prompt?" is measured too
-    "coupled-sfp": {"mode": "coupled", "selection": IN_GROUP, "heldout_seed_prompt": True},
+    # both levers, in-group selection on the verdict with the sign-flip test, every completion trained under
+    # the prompt it was sampled with (the default until issue 38); heldout_seed_prompt: "does the model still
+    # need the prompt?" is measured too
+    "coupled-sfp": {"mode": "coupled", "selection": IN_GROUP, "heldout_seed_prompt": True, **SAMPLED},
     # the same stopped at half the budget: its full held-out figure against weights-only's at the whole
     # budget is the direct reading of "reaches weights-only's final with half the rollouts"
-    "coupled-sfp-half": {"mode": "coupled", "selection": IN_GROUP, "max_rollouts": 512},
+    "coupled-sfp-half": {"mode": "coupled", "selection": IN_GROUP, "max_rollouts": 512, **SAMPLED},
     # faster pool turnover: at most 3 looks per challenger (alpha/3 per look)
-    "coupled-sfp-l3": {"mode": "coupled", "selection": {"type": "in_group", "promote_looks": 3}},
-    "coupled-gate": {"mode": "coupled", "selection": GATE},
+    "coupled-sfp-l3": {"mode": "coupled", "selection": {"type": "in_group", "promote_looks": 3}, **SAMPLED},
+    "coupled-gate": {"mode": "coupled", "selection": GATE, **SAMPLED},
     "weights-only": {"mode": "weights"},
     "prompt-only-sfp": {"mode": "prompt", "selection": IN_GROUP},
     # issue 38's value-of-look rule (arms coupled-value, prompt-only-value) was deleted after seeds 40-47:
     # no better than in-group on either world (ablation38_gym.json, ablation38_nolesson.json; code: a60b6b2);
     # so was coupled-lean (a challenger's share cut to 1 of 8 after 4 looks without a promotion; code: 3c63e23),
     # and coupled-futile (a line shown worth under +0.05 a task retired to free its pool place; code: be4783c)
-    # issue 38 (EXPERIMENTAL): the challengers' completions trained under the incumbent's prompt, importance-
-    # weighted: run it with --policy-set grpo.old_logprobs=behaviour. Seeds 40-55 against coupled-sfp, paired:
+    # issue 38: the challengers' completions trained under the incumbent's prompt, importance-weighted with the
+    # sampler's log-probs (--policy-set grpo.old_logprobs=behaviour). Seeds 40-55 against coupled-sfp, paired:
     # no-lesson +2.2 [+0.2, +4.4], gym +2.1 [-0.4, +5.6] (ablation38*_nolesson.json, ablation38*_gym.json)
     "coupled-sfp-inc-is": {"mode": "coupled", "selection": IN_GROUP, "update_prompt": "incumbent"},
-    # the same update with the ratio it has now (no --policy-set): pi_old of a re-rendered completion is the
-    # trainer's under the prompt it was sampled with, the other rows on-policy (right under vLLM's top-p too)
+    # the default since issue 38 (update_prompt = "incumbent"): the same update with pi_old of a re-rendered
+    # completion the trainer's under the prompt it was sampled with, the other rows on-policy (right under
+    # vLLM's top-p too); its records equal coupled-sfp-inc-is's on all 32 runs of seeds 40-55
     "coupled-sfp-inc-ctx": {"mode": "coupled", "selection": IN_GROUP, "update_prompt": "incumbent"},
     # the coupled default's control: every learning reward Bernoulli(0.5); both levers see noise
-    "random-reward-sfp": {"mode": "coupled", "selection": IN_GROUP, "reward": "random"},
+    "random-reward-sfp": {"mode": "coupled", "selection": IN_GROUP, "reward": "random", **SAMPLED},
+    "random-reward-sfp-inc-ctx": {"mode": "coupled", "selection": IN_GROUP, "reward": "random",
+                                  "update_prompt": "incumbent"},
 }
-HEADLINE = "coupled-sfp"
-DEFAULT_ARMS = "coupled-sfp,weights-only,prompt-only-sfp,random-reward-sfp,coupled-sfp-half,coupled-gate"
+HEADLINE = "coupled-sfp-inc-ctx"
+DEFAULT_ARMS = "coupled-sfp-inc-ctx,weights-only,prompt-only-sfp,random-reward-sfp-inc-ctx,coupled-gate"
 START_ARM = "weights-only"  # measures the seed's start figure (identical for every arm of a seed)
 
 

@@ -73,7 +73,7 @@ def compare(gym: Path, nolesson: Path, perturbed: Path, arms: list[str]) -> tupl
                "gym_seeds_promoted_within_8": sum(1 for x in promoted if x is not None and x <= 8),
                "nolesson_minus_weights_only": points(bootstrap_diff(only(n[arm]), only(n["weights-only"]))),
                "nolesson_minus_two_draws": points(bootstrap_diff(only(n[arm]), only(two)))}
-        if arm != "coupled-sfp":  # against the shipped rule, paired by seed and task
+        if arm != "coupled-sfp":  # against the rule shipped when the grid began (update_prompt = "sampled"), paired
             row["gym_minus_coupled_sfp"] = points(bootstrap_diff(only(g[arm]), only(g["coupled-sfp"])))
             row["nolesson_minus_coupled_sfp"] = points(bootstrap_diff(only(n[arm]), only(n["coupled-sfp"])))
         out[arm] = row

@@ -58,13 +58,15 @@ class LoopConfig(ConfigModel):
         "reward, advantage from the same baseline), so the weights learn to act as if the lessons were "
         "there. \"off\" = no.")
     update_prompt: Literal["sampled", "incumbent"] = Field(
-        "sampled", description=
-        "EXPERIMENTAL (issue 38; seeds 40-55 against \"sampled\": +2.2 points [+0.2, +4.4] where no lesson "
-        "helps, +2.1 [-0.4, +5.6] on the gym; the same to the last digit with the sampler's log-probs as pi_old): the prompt the weight update conditions each completion on, "
-        "\"sampled\" (the prompt it was sampled under) or \"incumbent\" (a challenger's completions re-rendered "
-        "under the incumbent's prompt, the one held-out evaluation uses, keeping rewards and the task's shared "
-        "baseline; the update's pi_old for such a completion is the model's under the prompt it was sampled with, "
-        "so the ratio is the importance weight; evolve/loop/recontext.py). No effect under ``mode = \"weights\"``.")
+        "incumbent", description=
+        "The prompt the weight update conditions each completion on. \"incumbent\" (the default): a challenger's "
+        "completions are re-rendered under the incumbent's prompt, the one held-out evaluation uses, keeping "
+        "rewards and the task's shared baseline; pi_old for such a completion is the model's under the prompt it "
+        "was sampled with, so the ratio is the importance weight (evolve/loop/recontext.py). \"sampled\": each "
+        "completion under the prompt it was sampled under, the rule of every coupled run recorded before this "
+        "field existed (an older record without it means \"sampled\"); measured worse on seeds 40-55, "
+        "\"incumbent\" - \"sampled\" = +2.2 points [+0.2, +4.4] where no lesson helps, +2.1 [-0.4, +5.6] on "
+        "the gym (docs/ablation.md). No effect under ``mode = \"weights\"`` or ``\"prompt\"``.")
     heldout_seed_prompt: bool = Field(
         False, description=
         "Also evaluate held-out with the seed prompt on the new weights (\"does the model still need the "

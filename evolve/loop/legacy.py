@@ -1,6 +1,6 @@
 """Run configs recorded before ``[loop.selection]`` and ``[loop.prompt]`` existed: flat selection keys,
 options that have since been deleted because they measured worse, and six prompt-evolution settings
-the loop held under names of its own (``MOVED``).
+the loop held under names of its own (``MOVED``), and loop keys added since with a new default.
 
 A recorded run resumes and replays under the rules it ran with, or not at all. So an old flat config
 is rewritten into the nested one when every rule it used still exists (the result is the same
@@ -16,6 +16,8 @@ from evolve.errors import ConfigError
 
 # Keys added with a new default: absent from an older record means the behaviour before them.
 _ABSENT_MEANT = {"promote_test": "betting", "thompson_variance": "fixed", "selection_score": "reward"}
+# Loop keys added with a new default, in either format: absent from an older record means the rule before them.
+_LOOP_ABSENT_MEANT = {"update_prompt": "sampled"}  # every coupled run before it trained under the sampled prompt
 # Deleted rules: legacy key -> the one value that still exists, per selection type it mattered to.
 _KEPT_IN_GROUP = {"challengers": 1, "challenger_pick": "thompson", "thompson_variance": "empirical",
                   "thompson_untried_first": False, "evict_margin": 0.0, "baseline": "task",
@@ -40,13 +42,15 @@ _DELETED_IN_GROUP = {"lean_after_looks": (0, ("lean_samples", "promising_p"), "3
 
 
 def upgrade_recorded(data: dict[str, Any], source: str, recorded_by: str | None = None) -> dict[str, Any]:
-    """The nested config equivalent to a recorded one (returned as is when already nested)."""
+    """The nested config equivalent to a recorded one (a nested one gets only the loop keys added since it
+    was recorded, at the values that mean what it ran under: ``_LOOP_ABSENT_MEANT``)."""
     selection = data.get("selection")
     if isinstance(selection, dict) and selection.get("type") in _DELETED_TYPES:
         kind = selection["type"]
         by = f"evolve {recorded_by}" if recorded_by else f"an evolve up to {_DELETED_TYPES[kind]}"
         raise ConfigError(f"{source}: recorded by {by} under selection.type = {kind!r}, a rule this version no "
                           f"longer has (deleted as measured worse); check out that version to resume or replay it")
+    data = {**_LOOP_ABSENT_MEANT, **data}
     return _nest_prompt(_nest_selection(_drop_deleted_fields(data, source, recorded_by), source, recorded_by))
 
 

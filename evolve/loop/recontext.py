@@ -1,4 +1,4 @@
-"""Train every learning sample in the incumbent's context (``update_prompt = "incumbent"``), EXPERIMENTAL.
+"""Train every learning sample in the incumbent's context (``update_prompt = "incumbent"``, the default).
 
 Issue 38's no-lesson cost is the challenger's share of each group: its completions, trained under the
 challenger's own prompt, do not carry over to the incumbent's context that held-out evaluation uses
@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from evolve.env.render import render_messages
+from evolve.errors import EvolveError
 from evolve.policy.chat import encode_prompt
 from evolve.prompt.candidate import Candidate
 from evolve.rollout import Rollout
@@ -33,15 +34,17 @@ def recontext_groups(ctx, groups: list[list[Rollout]], incumbent: Candidate) -> 
     """``groups`` with every rollout sampled under a prompt other than ``incumbent`` re-rendered under it
     (sampling log-probs kept: the behaviour policy's)."""
     tokenizer = getattr(ctx.policy, "tokenizer", None)
-    if tokenizer is None:
-        return groups
+    if tokenizer is None:  # silently training under the sampled prompt would be the other rule
+        raise EvolveError("update_prompt = \"incumbent\" needs a policy with a tokenizer (to re-render prompts); "
+                          "set loop.update_prompt = \"sampled\" for this one")
+    first_messages = ctx.env.first_messages if ctx.env is not None else render_messages
     cache: dict[str, tuple[list[dict], str, list[int]]] = {}
 
     def under_incumbent(r: Rollout) -> Rollout:
         if r.prompt_version == incumbent.id:
             return r
         if r.task_id not in cache:
-            msgs = render_messages(incumbent.components, ctx.tasks_by_id[r.task_id])
+            msgs = first_messages(incumbent.components, ctx.tasks_by_id[r.task_id])  # as the sampler rendered it
             text, ids = encode_prompt(tokenizer, msgs)
             cache[r.task_id] = (msgs, text, list(ids))
         msgs, text, ids = cache[r.task_id]

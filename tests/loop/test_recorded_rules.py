@@ -20,15 +20,17 @@ import pytest
 
 from evolve.errors import ConfigError
 from evolve.loop.config import LoopConfig
-from evolve.loop.legacy import upgrade_recorded
+from evolve.loop.legacy import MOVED, upgrade_recorded
 
 REPO = Path(__file__).resolve().parents[2]
 LEGACY = json.loads((Path(__file__).parent / "fixtures" / "legacy_loop_configs.json").read_text())
 GATE = {"type": "gate", "minibatch_tasks": 3, "minibatch_samples": 2, "val_tasks": 4, "val_samples": 2}
-# The nested equivalent of each legacy run (ci.toml-sized, one generation).
-EQUIVALENT = {"legacy-ingroup": {"selection": {"type": "in_group"}},
-              "legacy-gate": {"selection": GATE},
-              "legacy-weights": {"mode": "weights"}}
+# The nested equivalent of each legacy run (ci.toml-sized, one generation); those versions trained every
+# completion under the prompt it was sampled with.
+SAMPLED = {"update_prompt": "sampled"}
+EQUIVALENT = {"legacy-ingroup": {"selection": {"type": "in_group"}, **SAMPLED},
+              "legacy-gate": {"selection": GATE, **SAMPLED},
+              "legacy-weights": {"mode": "weights", **SAMPLED}}
 
 
 def _new(name: str) -> LoopConfig:
@@ -120,7 +122,8 @@ def test_a_run_recorded_in_the_flat_format_replays_resumes_or_is_refused(tiny_mo
     Under a deleted rule, both refuse."""
     cfg = tmp_path / "new.toml"
     sel = EQUIVALENT[name]["selection"]
-    cfg.write_text((REPO / "configs" / "ci.toml").read_text().replace("generations = 2", "generations = 1")
+    cfg.write_text((REPO / "configs" / "ci.toml").read_text()
+                   .replace("generations = 2", 'generations = 1\nupdate_prompt = "sampled"')
                    + "\n[loop.selection]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in sel.items()))
     db = tmp_path / "l.db"
     assert _cli(db, "run", "--config", str(cfg), "--name", "r").returncode == 0
@@ -145,6 +148,36 @@ def test_a_run_recorded_in_the_flat_format_replays_resumes_or_is_refused(tiny_mo
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert len(lines) == 1 and key in lines[0] and "8bc85629" in lines[0], lines
         assert "Traceback" not in proc.stderr
+
+
+def _kept_loop_config(run: str) -> tuple[dict, str]:
+    """The recorded loop config and code version of a kept lineage database (ablation38/gym-RUN.db.gz)."""
+    import gzip
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        db = Path(d) / "kept.db"
+        db.write_bytes(gzip.decompress((REPO / f"benchmarks/results/lineage/ablation38/gym-{run}.db.gz").read_bytes()))
+        con = sqlite3.connect(db)
+        raw, version = con.execute("select config, code_version from run").fetchone()
+        con.close()
+    return json.loads(raw)["loop"], version
+
+
+def test_a_run_recorded_before_update_prompt_existed_keeps_the_sampled_prompt_rule():
+    """update_prompt's default is "incumbent" (issue 38); a real coupled run recorded before the field
+    (d1ff791, seed 40) trained under the sampled prompt, so it resumes and replays under that rule; a
+    record that names the field keeps what it names."""
+    assert LoopConfig().update_prompt == "incumbent"
+    old, version = _kept_loop_config("coupled-sfp-s40")
+    assert "update_prompt" not in old and version.startswith("d1ff791")
+    got = LoopConfig.from_recorded(old, "run coupled-sfp-s40", version)
+    assert got.update_prompt == "sampled"
+    flat = got.to_dict()  # nothing it recorded reads differently
+    kept = [k for k, v in old.items() if not isinstance(v, dict) and k not in MOVED]  # MOVED: now in [loop.prompt]
+    assert len(kept) > 20 and [k for k in kept if flat[k] != old[k]] == []
+    named, version = _kept_loop_config("coupled-sfp-inc-ctx-s40")
+    assert LoopConfig.from_recorded(named, "run x", version).update_prompt == named["update_prompt"] == "incumbent"
 
 
 def _kept_run_reads_but_is_refused(tmp_path, run: str, rule_text: str, commit: str) -> None:
