@@ -42,7 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 import kept_runs  # noqa: E402
-from results_io import print_figures, write_results  # noqa: E402
+from results_io import RESULTS_DIR, print_figures, write_results  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -609,7 +609,9 @@ def main() -> None:
     batches = record_batch(out, args, plan, reused, started_at)
     # this batch's arms under its settings; a reused arm keeps the power its own batch recorded (its rule
     # may since have been deleted, so its config no longer loads)
-    earlier = json.loads(Path(args.reuse).read_text())["results"].get("power", {}) if args.reuse else {}
+    # (--summarize-only rewrites its own results file: what that file recorded stays)
+    source = Path(args.reuse) if args.reuse else RESULTS_DIR / f"{args.results_name}.json"
+    earlier = json.loads(source.read_text())["results"].get("power", {}) if source.exists() else {}
     power = {**earlier, **{a: arm_power(out / f"{a}.toml", tuple(args.policy_set)) for a in sorted({a for _, a in plan})
                            if (out / f"{a}.toml").exists()}}
     if keep:
