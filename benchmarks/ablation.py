@@ -9,6 +9,7 @@ Live arms (each a real `evolve run` with configs/ablation.toml plus the arm's ov
   coupled-gate         both levers, GEPA's minibatch-then-validation gate (update_prompt = "sampled")
   weights-only         GRPO alone, seed prompt frozen
   prompt-only-sfp      in-group prompt selection alone, weights frozen
+  coupled-sfp-demos    coupled-sfp with demonstration sets as challengers (real-model ablation only)
   random-reward-sfp-inc-ctx, random-reward-sfp
                        the coupled arms with every learning reward Bernoulli(0.5) (both levers see noise)
 
@@ -83,6 +84,10 @@ ARMS = {  # name -> overrides of configs/ablation.toml's [loop]
     # completion the trainer's under the prompt it was sampled with, the other rows on-policy (right under
     # vLLM's top-p too); its records equal coupled-sfp-inc-is's on all 32 runs of seeds 40-55
     "coupled-sfp-inc-ctx": {"mode": "coupled", "selection": IN_GROUP, "update_prompt": "incumbent"},
+    # issue 37 item 5 (the real-model ablation only: the gym's model cannot use demonstrations): coupled-sfp
+    # with each reflection step also proposing a set of 2 verified successes as a challenger
+    "coupled-sfp-demos": {"mode": "coupled", "selection": IN_GROUP, **SAMPLED,
+                          "prompt": {"demo_challengers": True, "max_demos": 2}},
     # the coupled default's control: every learning reward Bernoulli(0.5); both levers see noise
     "random-reward-sfp": {"mode": "coupled", "selection": IN_GROUP, "reward": "random", **SAMPLED},
     "random-reward-sfp-inc-ctx": {"mode": "coupled", "selection": IN_GROUP, "reward": "random",
@@ -137,6 +142,8 @@ def merge_arm(loop: dict, arm: dict) -> dict:
     keeps the base's selection type and replaces the base's table when it names another (a gate field
     under in-group selection is an error, not an inert key)."""
     out = {**loop, **{k: v for k, v in arm.items() if k != "selection"}}
+    if isinstance(arm.get("prompt"), dict):  # [loop.prompt] merges key by key
+        out["prompt"] = {**loop.get("prompt", {}), **arm["prompt"]}
     if "selection" in arm:
         base = loop.get("selection") if isinstance(loop.get("selection"), dict) else {}
         same = base.get("type", "in_group") == arm["selection"].get("type", "in_group")

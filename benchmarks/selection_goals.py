@@ -8,6 +8,10 @@ same fresh seeds,
   random streams: ablation38_nolesson_perturbed.json), since one reference draw per seed carried about 4 of
   the 9 points measured against it (docs/ablation.md, issue 38).
 
+And update_prompt's two rules over every seed both ran (``update_prompt_rules``): the default
+(``coupled-sfp-inc-ctx``: every completion trained under the incumbent's prompt) against ``coupled-sfp`` (each
+under the prompt it was sampled with), paired, on the gym's seeds 0-14 and 40-55 and the no-lesson world's 40-55.
+
 Intervals: ablation.bootstrap_diff (resamples seeds, and tasks within them; 2,000 draws, seed 0).
 
     .venv/bin/python benchmarks/selection_goals.py      # -> benchmarks/results/selection_goals.json
@@ -86,6 +90,40 @@ def compare(gym: Path, nolesson: Path, perturbed: Path, arms: list[str]) -> tupl
     return out, figures
 
 
+GYM_FILES = ("ablation", "ablation_fresh", "ablation_fresh2", "ablation38_gym", "ablation38b_gym")
+NOLESSON_FILES = ("ablation38_nolesson", "ablation38b_nolesson")
+
+
+def pooled_finals(names: tuple[str, ...]) -> dict[str, dict[int, dict]]:
+    """``finals`` of several grids (disjoint seeds) as one."""
+    out: dict[str, dict[int, dict]] = {}
+    for name in names:
+        for arm, by_seed in finals(RESULTS / f"{name}.json").items():
+            out.setdefault(arm, {}).update(by_seed)
+    return out
+
+
+def update_prompt_rules(new: str = "coupled-sfp-inc-ctx", old: str = "coupled-sfp") -> tuple[dict, dict]:
+    """The default rule against the one before it, paired by seed and task, over every seed both ran; and the
+    default against weights-only (and, on the gym, the best single lever per seed) over the same seeds."""
+    out, figures = {}, {}
+    for world, names in (("gym", GYM_FILES), ("nolesson", NOLESSON_FILES)):
+        f = pooled_finals(names)
+        seeds = sorted(set(f[new]) & set(f[old]) & set(f["weights-only"]))
+        pick = {a: {s: f[a][s] for s in seeds} for a in (new, old, "weights-only")}
+        row = {"seeds": seeds, "files": list(names),
+               "new_minus_old": points(bootstrap_diff(pick[new], pick[old])),
+               "new_minus_weights_only": points(bootstrap_diff(pick[new], pick["weights-only"])),
+               "old_minus_weights_only": points(bootstrap_diff(pick[old], pick["weights-only"]))}
+        out[world] = row
+        for key in ("new_minus_old", "new_minus_weights_only", "old_minus_weights_only"):
+            figures[f"update_prompt_{world}_{key}"] = row[key]["points"]
+            figures[f"update_prompt_{world}_{key}_ci95_low"], figures[f"update_prompt_{world}_{key}_ci95_high"] = \
+                row[key]["ci95"]
+        figures[f"update_prompt_{world}_seeds"] = len(seeds)
+    return out, figures
+
+
 def main() -> None:
     arms = ["coupled-sfp", "coupled-value", "coupled-lean", "coupled-futile", "coupled-sfp-inc-is", "coupled-sfp-inc-ctx",
             "coupled-sfp-c1", "coupled-sfp-c2"]
@@ -95,8 +133,12 @@ def main() -> None:
     for arm, row in table.items():
         print(f"{arm:<14} gym {row['gym_minus_best_single']}  promoted<=8 {row['gym_seeds_promoted_within_8']}"
               f"/{len(row['seeds'])}  no-lesson vs both draws {row['nolesson_minus_two_draws']}")
-    write_results("selection_goals", args={"inputs": {k: str(v.name) for k, v in files.items()}, "goals": GOALS},
-                  results={"arms": table}, figures=figures)
+    rules, rule_figures = update_prompt_rules()
+    for world, row in rules.items():
+        print(f"update_prompt {world} ({len(row['seeds'])} seeds): incumbent - sampled {row['new_minus_old']}")
+    write_results("selection_goals", args={"inputs": {k: str(v.name) for k, v in files.items()}, "goals": GOALS,
+                                           "update_prompt_inputs": [*GYM_FILES, *NOLESSON_FILES]},
+                  results={"arms": table, "update_prompt_rules": rules}, figures={**figures, **rule_figures})
     print_figures(figures)
 
 

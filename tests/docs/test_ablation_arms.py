@@ -67,9 +67,9 @@ def test_resummarise_fails_naming_a_changed_figure(tmp_path):
 
 def test_live_arms_defaults_and_roles():
     assert ab.HEADLINE in ab.ARMS and set(ab.DEFAULT_ARMS.split(",")) <= set(ab.ARMS)
-    assert {"coupled-sfp", "weights-only", "prompt-only-sfp", "random-reward-sfp", "coupled-sfp-half",
+    assert {ab.HEADLINE, "weights-only", "prompt-only-sfp", ab.control_of(ab.HEADLINE),
             "coupled-gate"} <= set(ab.DEFAULT_ARMS.split(","))
-    assert ab.control_of(ab.HEADLINE) in ab.ARMS and f"{ab.HEADLINE}-half" in ab.ARMS
+    assert ab.control_of(ab.HEADLINE) in ab.ARMS
     for name, arm in ab.ARMS.items():  # the name says what the overrides do (summarize() relies on it)
         want = ("single" if arm["mode"] != "coupled" else "control" if arm.get("reward") == "random"
                 else "half" if arm.get("max_rollouts") == 512 else "coupled")
@@ -91,12 +91,14 @@ def test_unknown_arm_is_one_line(tmp_path):
 def test_arm_config_nests_selection_and_switches_type(tmp_path):
     base = tmp_path / "base.toml"
     base.write_text('[loop]\nmode = "coupled"\nmax_rollouts = 1024\n'
-                    '[loop.selection]\ntype = "in_group"\nevict_below = 0.3\n')
+                    '[loop.selection]\ntype = "in_group"\nevict_below = 0.3\n[loop.prompt]\nmax_lessons = 3\n')
     l3 = tomllib.loads(ab.arm_config(base, "coupled-sfp-l3", tmp_path, None).read_text())["loop"]
     assert l3["selection"] == {"type": "in_group", "evict_below": 0.3, "promote_looks": 3}
     assert l3["heldout_full_at_start"] is False and l3["max_rollouts"] == 1024
     gate = tomllib.loads(ab.arm_config(base, "coupled-gate", tmp_path, 64).read_text())["loop"]
     assert gate["selection"] == ab.GATE and gate["max_rollouts"] == 64  # no in-group key carried over
+    demos = tomllib.loads(ab.arm_config(base, "coupled-sfp-demos", tmp_path, None).read_text())["loop"]
+    assert demos["prompt"] == {"max_lessons": 3, "demo_challengers": True, "max_demos": 2}  # merged, not replaced
     w = tomllib.loads(ab.arm_config(base, "weights-only", tmp_path, None).read_text())["loop"]
     assert w["mode"] == "weights" and w["heldout_full_at_start"] is True and w["selection"]["type"] == "in_group"
 
@@ -113,5 +115,12 @@ def test_every_live_arm_is_a_valid_loop_config(tmp_path):
         assert cfg.selection.type == (ab.ARMS[arm].get("selection") or {"type": "in_group"})["type"]
     gate = LoopConfig.from_toml(ab.arm_config(REPO / "configs" / "ablation.toml", "coupled-gate", tmp_path, None))
     assert (gate.selection.minibatch_tasks, gate.selection.val_tasks, gate.selection.val_samples) == (4, 12, 2)
+    def arm(name: str) -> LoopConfig:
+        return LoopConfig.from_toml(ab.arm_config(REPO / "configs" / "ablation.toml", name, tmp_path, None))
+
+    # the headline trains under the incumbent's prompt (the default); the arms recorded before pin "sampled"
+    assert arm(ab.HEADLINE).update_prompt == arm(ab.control_of(ab.HEADLINE)).update_prompt == "incumbent"
+    assert {arm(a).update_prompt for a in ("coupled-sfp", "coupled-sfp-half", "coupled-gate", "random-reward-sfp",
+                                           "coupled-sfp-demos")} == {"sampled"}
     looks = LoopConfig.from_toml(ab.arm_config(REPO / "configs" / "ablation.toml", "coupled-sfp-l3", tmp_path, None))
     assert looks.selection.promote_looks == 3 and looks.selection.evict_below == 0.3

