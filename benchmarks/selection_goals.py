@@ -109,18 +109,19 @@ def update_prompt_rules(new: str = "coupled-sfp-inc-ctx", old: str = "coupled-sf
     out, figures = {}, {}
     for world, names in (("gym", GYM_FILES), ("nolesson", NOLESSON_FILES)):
         f = pooled_finals(names)
-        seeds = sorted(set(f[new]) & set(f[old]) & set(f["weights-only"]))
-        pick = {a: {s: f[a][s] for s in seeds} for a in (new, old, "weights-only")}
-        row = {"seeds": seeds, "files": list(names),
-               "new_minus_old": points(bootstrap_diff(pick[new], pick[old])),
-               "new_minus_weights_only": points(bootstrap_diff(pick[new], pick["weights-only"])),
-               "old_minus_weights_only": points(bootstrap_diff(pick[old], pick["weights-only"]))}
+        seeds = sorted(set(f[new]) & set(f[old]))
+        with_w = sorted(set(seeds) & set(f["weights-only"]))  # the grids of seeds 48-55 ran no weights-only
+        row = {"seeds": seeds, "seeds_with_weights_only": with_w, "files": list(names),
+               "new_minus_old": points(bootstrap_diff(f[new], f[old])),
+               "new_minus_weights_only": points(bootstrap_diff({s: f[new][s] for s in with_w}, f["weights-only"])),
+               "old_minus_weights_only": points(bootstrap_diff({s: f[old][s] for s in with_w}, f["weights-only"]))}
         out[world] = row
         for key in ("new_minus_old", "new_minus_weights_only", "old_minus_weights_only"):
             figures[f"update_prompt_{world}_{key}"] = row[key]["points"]
             figures[f"update_prompt_{world}_{key}_ci95_low"], figures[f"update_prompt_{world}_{key}_ci95_high"] = \
                 row[key]["ci95"]
         figures[f"update_prompt_{world}_seeds"] = len(seeds)
+        figures[f"update_prompt_{world}_seeds_with_weights_only"] = len(with_w)
     return out, figures
 
 

@@ -460,7 +460,7 @@ LABELS["selection_goals"] = {
                                                              "points (goal ≥ −2)",
         f"{arm.replace('-', '_')}_nolesson_minus_two_draws_ci95_low": "    95% interval, low",
         f"{arm.replace('-', '_')}_nolesson_minus_two_draws_ci95_high": "    95% interval, high"}.items()}
-_WORLDS = {"gym": "gym, seeds 0-14 and 40-55", "nolesson": "no-lesson world, seeds 40-55"}
+_WORLDS = {"gym": "gym, seeds 0-14 and 40-55", "nolesson": "no-lesson world, seeds 40-55"}  # weights-only: 0-14, 40-47
 _RULE_ROWS = {"new_minus_old": "update_prompt incumbent (the default) − sampled, paired, points",
               "new_minus_weights_only": "  incumbent − weights-only, points",
               "old_minus_weights_only": "  sampled − weights-only, points"}
@@ -470,6 +470,8 @@ LABELS["selection_goals"].update({
         f"update_prompt_{w}_{key}_ci95_low": "    95% interval, low",
         f"update_prompt_{w}_{key}_ci95_high": "    95% interval, high"}.items()})
 LABELS["selection_goals"].update({f"update_prompt_{w}_seeds": f"  {wl.split(',')[0]}: seeds paired" for w, wl in _WORLDS.items()})
+LABELS["selection_goals"].update({f"update_prompt_{w}_seeds_with_weights_only": f"  {wl.split(',')[0]}: of them with "
+                                  "weights-only (the − weights-only rows)" for w, wl in _WORLDS.items()})
 LABELS["pass_rates"] = {
     "humaneval_chat_tasks": "humaneval-chat / Qwen2.5-Coder-0.5B: held-out problems",
     "humaneval_chat_evaluations": "  base evaluations pooled (8 samples a problem each)",
