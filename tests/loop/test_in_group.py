@@ -135,6 +135,24 @@ def test_update_prompt_incumbent_trains_challenger_completions_under_the_incumbe
                    and t.completion_ids == orig.completion_ids and t.sampled_prompt_ids == orig.prompt_ids
                    and t.reward == orig.reward for t in trained)
     assert all(not t.sampled_prompt_ids for t in trained if t.completion_ids not in [m.completion_ids for m in moved])
+    # the environment renders the incumbent's prompt (repository tasks put their instructions there), and a
+    # policy that cannot re-render a challenger's completion is an error, not the other rule in silence
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from evolve.errors import EvolveError
+    from evolve.loop.recontext import recontext_groups
+
+    incumbent = session.ctx.evolver.seed
+    marked = SimpleNamespace(first_messages=lambda comps, task: [{"role": "user", "content": f"ENV {task.task_id}"}])
+    got = recontext_groups(replace(session.ctx, env=marked), [moved[:1]], incumbent)[0][0]
+    assert got.messages == [{"role": "user", "content": f"ENV {moved[0].task_id}"}] and got.prompt_ids != inc_prompt[
+        moved[0].task_id] and got.sampled_prompt_ids == moved[0].prompt_ids
+    no_tokenizer = replace(session.ctx, policy=SimpleNamespace())
+    own = [r for r in train if r.prompt_version == inc][:2]
+    assert recontext_groups(no_tokenizer, [own], incumbent) == [own]  # nothing to re-render: nothing needed
+    with pytest.raises(EvolveError, match="needs a policy with a tokenizer"):
+        recontext_groups(no_tokenizer, [moved[:1]], incumbent)
 
 
 def test_all_fail_groups_reach_the_weights_only_when_set(tiny_model_dir, tmp_path):
