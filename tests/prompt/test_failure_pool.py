@@ -140,3 +140,38 @@ def test_the_lm_sees_classes_with_expected_against_got_within_its_budget(lm):
     full = lm.requests[-1]["messages"][0]["content"]
     assert len(full) > 1200 and {h for h, _ in re.findall(r"^## (\w+): (\d+)", full, re.M)} == {
         "TypeMismatch", "WrongAnswer", "SyntaxError"}  # with room, every class of the window is shown
+
+
+def _long_step(gen: int) -> list:
+    body = "".join(f"    v{i} = xs[{i}] + {i}\n" for i in range(25))  # ~500 characters a reply
+    fails = [rollout(f"f{gen}-{i}", False, "WrongAnswer", f"([{i}],)", "1", "0", completion=f"def f(xs):\n{body}"
+                     f"    return v{i}\n", prompt="Write f(xs). " * 30) for i in range(6)]
+    wins = [rollout(f"w{gen}-{i}", True, completion=f"def f(xs):\n{body}    return {i}\n", prompt="Write f. " * 40)
+            for i in range(4)]
+    for r in fails + wins:
+        r.purpose = "train"
+    return fails + wins
+
+
+@pytest.mark.parametrize("view", ["pooled", "generation"])
+def test_the_demonstration_pool_does_not_take_the_reflector_s_failures(view):
+    """An LM reflector never reads the demonstration pool: with its own budget (the default) the failures a
+    reflection sees are the same with demonstrations on as off; under the recorded rule ("shared", what a
+    run made before the field reads as) they gave way to it (HumanEval: 2-3 examples of 4-5)."""
+    def records(**kw) -> tuple[int, int]:
+        cfg = PromptEvolutionConfig(reflection_view=view, max_reflection_chars=4000, max_field_chars=600, **kw)
+        rec = MemoryRecorder()
+        ev = PromptEvolver(cfg, make_reflector(cfg, rec), SEED)
+        ev.propose(ev.current(), _long_step(1), random.Random(0), generation=1)
+        ds = rec.calls[-1].request["dataset"]
+        return sum(not r["passed"] for r in ds["records"]), len(ds["demo_pool"])
+
+    off, own, shared = records(), records(max_demos=2), records(max_demos=2, demo_budget="shared")
+    assert off[0] >= 2 and off[1] == 0
+    assert own == (off[0], 4)  # the same failures, and the pool whole
+    assert shared[0] < off[0] and shared[1] > 0
+    state = PromptEvolver(PromptEvolutionConfig(max_demos=2), make_reflector(PromptEvolutionConfig(),
+                                                                            MemoryRecorder()), SEED).state_dict()
+    del state["config"]["demo_budget"]  # an evolver state recorded before the field
+    assert PromptEvolver.from_state_dict(state, make_reflector(PromptEvolutionConfig(), MemoryRecorder())
+                                         ).config.demo_budget == "shared"
