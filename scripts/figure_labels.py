@@ -88,6 +88,7 @@ ARM_LABELS = {
     "coupled-sfp-inc": "coupled-sfp, challengers' completions trained under the incumbent's prompt",
     "coupled-sfp-inc-is": "coupled-sfp, challengers' completions trained under the incumbent's prompt, importance-weighted",
     "coupled-sfp-inc-ctx": "coupled, in-group, every completion trained under the incumbent's prompt (the default)",
+    "coupled-sfp-demos": "coupled-sfp with demonstration sets as challengers (issue 37 item 5)",
     "coupled-sfp-nochal": "coupled-sfp with an empty lesson folder: no challenger is ever sampled (diagnostic)",
     "weights-only-taskseed": "weights-only with seed_scope = \"task\": the same distribution, other streams (diagnostic)",
     "coupled-sfp-nocrn": "coupled-sfp with independent seeds per prompt (a diagnostic patch, not kept)",
