@@ -119,15 +119,5 @@ def build_pooled_dataset(rollouts: list[Rollout], window: list[dict], cfg: Promp
                            sum(e["n_rollouts"] for e in entries), sum(e["n_failures"] for e in entries),
                            demos[: 2 * cfg.max_demos] if cfg.max_demos > 0 else [], classes,
                            [e["generation"] for e in entries])
-    _fit(ds, cfg.max_reflection_chars, cfg.demo_budget)
+    ds.fit(cfg.max_reflection_chars, cfg.demo_budget)
     return ds, entry
-
-
-def _fit(ds: ReflectiveDataset, budget: int, demo_budget: str) -> None:
-    """The dataset within ``budget`` characters (``ReflectiveDataset.budgeted_chars``): drop records from the
-    end (successes, then the rarest classes' later ones), then (a shared budget only) demonstrations, then
-    signature groups."""
-    parts = (ds.records, ds.demo_pool, ds.groups) if demo_budget == "shared" else (ds.records, ds.groups)
-    for part in parts:
-        while part and ds.budgeted_chars(demo_budget) > budget:
-            part.pop()

@@ -193,6 +193,14 @@ class ReflectiveDataset:
             return self.chars()
         return len(canonical_json({**self.to_dict(), "demo_pool": []}))
 
+    def fit(self, budget: int, demo_budget: str) -> None:
+        """Within ``budget`` characters (``budgeted_chars``): drop records from the end (successes, then the
+        rarest failures), then (a shared budget only) demonstrations, then signature groups."""
+        parts = (self.records, self.demo_pool, self.groups) if demo_budget == "shared" else (self.records, self.groups)
+        for part in parts:
+            while part and self.budgeted_chars(demo_budget) > budget:
+                part.pop()
+
 
 def group_dict(g: SignatureGroup) -> dict:
     return {"signature": g.signature.key, "error_type": g.signature.error_type,
@@ -232,13 +240,7 @@ def build_reflective_dataset(rollouts: list[Rollout], cfg: PromptEvolutionConfig
     ds = ReflectiveDataset([group_dict(g) for g in groups[: cfg.max_signature_groups]],
                            [rollout_record(r, cfg) for r in chosen], len(rollouts), len(failed),
                            _demo_pool(rollouts, cfg, rng))
-    # Enforce the total budget: drop records from the end (successes, then the rarest failures).
-    while ds.records and ds.budgeted_chars(cfg.demo_budget) > cfg.max_reflection_chars:
-        ds.records.pop()
-    while cfg.demo_budget == "shared" and ds.demo_pool and ds.chars() > cfg.max_reflection_chars:
-        ds.demo_pool.pop()
-    while ds.groups and ds.budgeted_chars(cfg.demo_budget) > cfg.max_reflection_chars:
-        ds.groups.pop()
+    ds.fit(cfg.max_reflection_chars, cfg.demo_budget)
     return ds
 
 
