@@ -62,63 +62,109 @@ def groups_from(samples) -> list:
     return out
 
 
+# Why the with/without-stop comparisons run one row per call on a cached prefix: on an AMX CPU (oneDNN's AMX
+# bf16 kernels; Intel Xeon, session 45) a row's log-probs depend on how many rows share its engine step and on
+# whether its prompt was prefilled whole or from cached blocks. The same seeded 12-row call, cold then warm,
+# differed in 7 rows; warm twice, identical; a stop that ends one row early changes the rows left in every
+# later step. On the AMD EPYC (avx512_bf16, no AMX) neither moved a bit, so the batched comparison passed
+# there and failed here. A batch of one on a warm prefix is the same computation in both calls on every CPU;
+# the batched call is checked for what holds on every CPU: each row ends where the rule, applied to its own
+# tokens, says (the stop acted on the right row).
+ROW_SEEDS = (7, 8)
+
+
+def one_row_each(call, items: list, warm: bool = False) -> list:
+    """``call([item], seed)``'s one row for each item and seed of ROW_SEEDS, a batch of one each; ``warm``:
+    first one call over all items, which puts every prompt's full blocks in the prefix cache."""
+    if warm:
+        call(items, ROW_SEEDS[0])
+    return [call([item], seed)[0] for item in items for seed in ROW_SEEDS]
+
+
 def code_block_stop(pol, msgs, finetune: str, device: str) -> dict:
-    """The engine's code-block stop: the same requests and seed without and with it, as raw engine tokens
+    """The engine's code-block stop: the same request and seed without and with it, as raw engine tokens
     (a row that closed its block must end there plus the forced eos, on the tokens it would have sampled
-    anyway), then through the backend (the eos cut off, as the HF backend ends such a row)."""
+    anyway); a batched call (each row's own close and eos); then through the backend (the eos cut off, as
+    the HF backend ends such a row)."""
     from evolve.policy.backends.vllm_backend import sampling_params
     from evolve.policy.chat import encode_prompt
     from evolve.policy.stop_rule import CODE_BLOCK
 
     backend, tok = pol.backend, pol.tokenizer
     requests = [{"prompt_token_ids": encode_prompt(tok, m)[1]} for m in msgs]
-    raw = {}
-    for stop in (False, True):
-        params = sampling_params(spec_for("vllm", finetune, device, code_block_stop=stop, tokens=192), 4, 7,
-                                 backend.eos)
-        raw[stop] = [list(c.token_ids) for o in backend.llm.generate(requests, params, use_tqdm=False)
-                     for c in o.outputs]
+
+    def engine(stop: bool):
+        def call(reqs: list, seed: int, n: int = 1) -> list[list[int]]:
+            params = sampling_params(spec_for("vllm", finetune, device, code_block_stop=stop, tokens=192), n,
+                                     seed, backend.eos)
+            return [list(c.token_ids) for o in backend.llm.generate(reqs, params, use_tqdm=False)
+                    for c in o.outputs]
+        return call
+
     rows = []
-    for free, stopped in zip(raw[False], raw[True], strict=True):
+    free_rows = one_row_each(engine(False), requests, warm=True)
+    for free, stopped in zip(free_rows, one_row_each(engine(True), requests), strict=True):
         end = CODE_BLOCK.end(tok, free)
         rows.append({"free_len": len(free), "stopped_len": len(stopped), "end": end,
                      "same_tokens": stopped[:end] == free[:end] if end else stopped == free,
                      "forced_eos": end is not None and len(stopped) == end + 1 and stopped[end] in backend.eos})
+    batched = []
+    for ids in engine(True)(requests, 7, 4):
+        end = CODE_BLOCK.end(tok, ids)
+        batched.append({"len": len(ids), "end": end,
+                        "ends_there": (len(ids) == end + 1 and ids[end] in backend.eos) if end is not None
+                        else (len(ids) == 192 or ids[-1] in backend.eos)})
     backend.spec = spec_for("vllm", finetune, device, code_block_stop=True, tokens=192)
     samples = [s for g in pol.generate(msgs, n=4, seed=7) for s in g]
     backend.spec = pol.spec
     closed = [s for s in samples if s.text.count("```") >= 2]
-    return {"rows": rows, "samples_closed": len(closed),
+    return {"rows": rows, "batched": batched, "samples_closed": len(closed),
             "closed_end_at_fence": all(s.text.rstrip().endswith("```") and s.finish_reason == "stop"
                                        and len(s.logprobs) == len(s.completion_ids) for s in closed)}
 
 
 def stop_strings(pol, msgs) -> dict:
-    """``sampling.stop`` in the engine: the same seeded requests without and with a stop string taken from
-    the middle of a free row; each stopped row must be its free row cut at the rule's token (the string
-    kept), and rows without the string untouched; the engine itself stops there (no steps spent past it)."""
+    """``sampling.stop`` in the engine: the same seeded request without and with a stop string taken from
+    the middle of a free row, one row per call; each stopped row must be its free row cut at the rule's token
+    (the string kept), and rows without the string untouched; the engine itself stops there (no steps spent
+    past it). A batched call: each row holding the string ends at the token that completes it."""
     from evolve.policy.backends.vllm_backend import sampling_params
     from evolve.policy.chat import encode_prompt
     from evolve.policy.stop_rule import StopRule
 
-    free = [s for g in pol.generate(msgs, n=4, seed=8) for s in g]
+    backend, tok = pol.backend, pol.tokenizer
+
+    def backend_rows(spec):
+        def call(ms: list, seed: int, n: int = 1) -> list:
+            backend.spec = spec
+            try:
+                return [s for g in pol.generate(ms, n=n, seed=seed) for s in g]
+            finally:
+                backend.spec = pol.spec
+        return call
+
+    free = one_row_each(backend_rows(pol.spec), msgs, warm=True)
     ids = free[0].completion_ids
-    stop = (pol.tokenizer.decode(ids[6:8], skip_special_tokens=True).strip()
-            or pol.tokenizer.decode(ids[6:9], skip_special_tokens=True))
+    stop = tok.decode(ids[6:8], skip_special_tokens=True).strip() or tok.decode(ids[6:9], skip_special_tokens=True)
     rule = StopRule(strings=(stop,))
-    pol.backend.spec = pol.spec.model_copy(update={"sampling": pol.spec.sampling.model_copy(update={"stop": (stop,)})})
-    stopped = [s for g in pol.generate(msgs, n=4, seed=8) for s in g]
-    requests = [{"prompt_token_ids": encode_prompt(pol.tokenizer, m)[1]} for m in msgs]
-    params = sampling_params(pol.backend.spec, 4, 8, pol.backend.eos)
-    engine = [len(c.token_ids) for o in pol.backend.llm.generate(requests, params, use_tqdm=False) for c in o.outputs]
-    pol.backend.spec = pol.spec
+    with_stop = pol.spec.model_copy(update={"sampling": pol.spec.sampling.model_copy(update={"stop": (stop,)})})
+    stopped = one_row_each(backend_rows(with_stop), msgs)
+
+    def engine_rows(reqs: list, seed: int) -> list:
+        return [c.token_ids for o in backend.llm.generate(reqs, sampling_params(with_stop, 1, seed, backend.eos),
+                                                             use_tqdm=False) for c in o.outputs]
+
+    engine = one_row_each(engine_rows, [{"prompt_token_ids": encode_prompt(tok, m)[1]} for m in msgs])
     rows = []
-    for f, s, n_engine in zip(free, stopped, engine, strict=True):
-        end = rule.end(pol.tokenizer, f.completion_ids)
-        rows.append({"end": end, "free_len": len(f.completion_ids), "engine_len": n_engine,
+    for f, s, engine_ids in zip(free, stopped, engine, strict=True):
+        end = rule.end(tok, f.completion_ids)
+        rows.append({"end": end, "free_len": len(f.completion_ids), "engine_len": len(engine_ids),
                      "same_tokens": s.completion_ids == f.completion_ids[:end] and s.logprobs == f.logprobs[:end],
                      "kept": end is None or (stop in s.text and s.finish_reason == "stop" and not s.truncated)})
-    return {"stop": stop, "rows": rows}
+    batched = [{"len": len(s.completion_ids), "has_stop": stop in s.text,
+                "ends_there": rule.end(tok, s.completion_ids) == len(s.completion_ids) and s.finish_reason == "stop"}
+               for s in backend_rows(with_stop)(msgs, 8, 4)]
+    return {"stop": stop, "rows": rows, "batched": batched}
 
 
 def nucleus_filters(pol, msgs) -> dict:

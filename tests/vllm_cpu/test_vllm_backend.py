@@ -93,24 +93,29 @@ def test_the_topk_nucleus_filter_draws_what_vllms_sort_draws(synced):
 def test_a_row_that_closed_its_code_block_stops_in_the_engine(synced):
     """stop_after_code_block on vLLM: a row ends at the token that closes its first ``` block (the HF
     backend's rule) inside the engine (forced eos, no steps spent past it), on the tokens it would have
-    sampled without the stop; the backend's samples end at the fence."""
+    sampled without the stop (one row per call: scripts/vllm_check.py says why); in a batched call every row
+    ends at its own close, so the stop acts on the row that closed; the backend's samples end at the fence."""
     _, _, res = synced
     cb = res["code_block_stop"]
     closed = [r for r in cb["rows"] if r["end"] is not None]
     assert closed and any(r["free_len"] > r["end"] + 1 for r in closed), cb  # some rows went on explaining
     assert all(r["forced_eos"] and r["same_tokens"] for r in closed), cb
     assert all(r["same_tokens"] for r in cb["rows"]), cb  # rows that never closed a block are untouched
+    assert any(r["end"] is not None for r in cb["batched"]) and all(r["ends_there"] for r in cb["batched"]), cb
     assert cb["samples_closed"] >= 1 and cb["closed_end_at_fence"], cb
 
 
 def test_a_row_ends_at_a_stop_string_in_the_engine(synced):
     """sampling.stop on vLLM: vLLM's own stop strings (kept in the output), the row cut by the shared rule:
-    each row is the one the same seed draws without the stop, up to the token that completes the string."""
+    each row is the one the same seed draws without the stop, up to the token that completes the string (one
+    row per call); in a batched call every row holding the string ends at the token that completes it."""
     _, _, res = synced
     ss = res["stop_strings"]
     cut = [r for r in ss["rows"] if r["end"] is not None and r["end"] < r["free_len"]]
     assert cut and all(r["same_tokens"] and r["kept"] for r in ss["rows"]), ss
     assert all(r["engine_len"] == r["end"] for r in cut), ss  # the engine stopped there, not the cut alone
+    with_stop = [r for r in ss["batched"] if r["has_stop"]]
+    assert with_stop and all(r["ends_there"] for r in with_stop), ss
 
 
 def test_more_prompt_tokens_than_one_engine_step_takes(synced):
