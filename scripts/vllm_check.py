@@ -167,6 +167,20 @@ def stop_strings(pol, msgs) -> dict:
     return {"stop": stop, "rows": rows, "batched": batched}
 
 
+def fresh_cache(pol, msgs) -> dict:
+    """``begin_generation`` empties the prefix cache: a seeded call after it draws what the same call drew
+    on a cold cache (emptied by vLLM's own reset), not what it draws on a warm one. On an AMX CPU the warm
+    call differs, so there a no-op ``begin_generation`` fails; on the AMD EPYC the three calls are equal."""
+    def rows() -> list:
+        return [(s.completion_ids, s.logprobs) for g in pol.generate(msgs, n=4, seed=11) for s in g]
+
+    pol.backend.llm.reset_prefix_cache()
+    cold = rows()
+    warm = rows()
+    pol.backend.begin_generation()
+    return {"warm_equals_cold": warm == cold, "after_reset_equals_cold": rows() == cold}
+
+
 def nucleus_filters(pol, msgs) -> dict:
     """The same seeded requests at top-p 0.8 through vLLM's sort and through the topk filter
     (backends/vllm_nucleus.py): the tokens drawn, row by row, and the filter the policy recorded."""
@@ -216,6 +230,7 @@ def sync(finetune: str, device: str, out_dir: str) -> dict:
     pol.backend.spec = pol.spec
     res["code_block_stop"] = code_block_stop(pol, msgs, finetune, device)
     res["stop_strings"] = stop_strings(pol, msgs)
+    res["fresh_cache"] = fresh_cache(pol, msgs)
     # More prompt tokens than one engine step takes (max_num_batched_tokens): vLLM 0.32 with chunked prefill
     # crashed here on CPU (a seeded request's generator rewound: "CPU Generator does not use offset").
     many = prompts(24)

@@ -115,5 +115,8 @@ class RayRolloutBackend:
         parts = self.pool.run(shards, lambda actor, s: actor.generate.remote(s[0], n, seed, s[1]))
         return [group for part in parts for group in part]
 
+    def begin_generation(self) -> None:  # hf actors: nothing is cached between calls
+        pass
+
     def close(self) -> None:
         self.pool.close()

@@ -63,6 +63,8 @@ def run_generation(ctx: LoopContext, state: LoopState, index: int, seeds: Genera
     prompt = ctx.evolver.current()
     out = Outcome(index=index, seeds=seeds, prompt=prompt, loop_state=state, parent_weights=parent_weights)
     out.budget_left = None if cfg.max_rollouts is None else cfg.max_rollouts - state.rollouts_spent
+    # 0. the sampler starts empty (vLLM's prefix cache), as a resumed, forked or replayed generation does
+    ctx.policy.begin_generation()
 
     with timer.phase("select"):  # 1. select tasks (fewer, or a smaller group, at the end of the budget)
         n_tasks, group_size = plan_batch(cfg.tasks_per_generation, cfg.samples_per_task, out.budget_left)

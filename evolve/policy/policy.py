@@ -43,6 +43,10 @@ class Policy:
         self.generate_calls += 1
         return self.backend.generate(prompts, n, seed)
 
+    def begin_generation(self) -> None:
+        """Called by the loop at the start of every generation: the backend drops its caches (base.py)."""
+        self.backend.begin_generation()
+
     def update(self, groups: list[list[Rollout]]) -> UpdateStats:
         if self.updater is None:
             raise EvolveError(FROZEN_MESSAGE)

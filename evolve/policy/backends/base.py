@@ -27,6 +27,13 @@ class GenerationBackend(Protocol):
         """Make the engine sample from ``model``'s current weights (no-op when it IS the model)."""
         ...
 
+    def begin_generation(self) -> None:
+        """Drop what the engine cached from earlier calls (vLLM's prefix cache), so a generation samples the
+        same whether its run went straight through or was resumed, forked or replayed at it: on a CPU with
+        AMX a prompt prefilled from cached blocks gets other bf16 results than one prefilled whole. A no-op
+        where nothing is cached between calls."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -156,6 +156,9 @@ class HFBackend:
     def sync_weights(self, model) -> None:  # generation runs on the trained model itself
         self.model = model
 
+    def begin_generation(self) -> None:  # nothing is cached between calls
+        pass
+
     def close(self) -> None:
         pass
 

@@ -105,5 +105,8 @@ class LitellmBackend:
     def sync_weights(self, model) -> None:  # nothing to sync: weights are frozen behind the API
         pass
 
+    def begin_generation(self) -> None:  # whatever the API caches is not ours to drop
+        pass
+
     def close(self) -> None:
         pass

@@ -223,5 +223,8 @@ class VllmBackend:
         self.llm.reset_prefix_cache()
         self.syncs += 1
 
+    def begin_generation(self) -> None:
+        self.llm.reset_prefix_cache()
+
     def close(self) -> None:
         self.llm = None

@@ -84,6 +84,9 @@ class VllmServerBackend:
         self.impl.sync(model)
         self.syncs += 1
 
+    def begin_generation(self) -> None:
+        self.impl.begin_generation()
+
     def close(self) -> None:
         self.impl.close()
 
@@ -143,6 +146,19 @@ class _LoraPathSync:
             shutil.rmtree(self.loaded, ignore_errors=True)
         self.loaded = d
         self.adapter = ADAPTER_NAME
+
+    def begin_generation(self) -> None:
+        """The same adapter from a new folder: the server keys its prefix cache on the adapter's path and
+        its OpenAI API has no reset (only in vLLM's dev mode), so this is how its cache starts empty. The
+        base model alone (no adapter loaded) keeps its cache: nothing here can drop it."""
+        if self.loaded is None:
+            return
+        self.n_synced += 1
+        d = Path(self.dir.name) / f"adapter-{self.n_synced}"
+        shutil.copytree(self.loaded, d)
+        self._post("/v1/load_lora_adapter", {"lora_name": ADAPTER_NAME, "lora_path": str(d), "load_inplace": True})
+        shutil.rmtree(self.loaded, ignore_errors=True)
+        self.loaded = d
 
     def generate(self, prompt_ids: list[list[int]], n: int, seed: int, eos) -> list[tuple]:
         s = self.spec.sampling
@@ -214,6 +230,9 @@ class _NcclSync:
             metadata = [(name, str(t.dtype).removeprefix("torch."), list(t.shape)) for name, t in params]
             with self.client.weight_update():
                 self.client.update_named_params(metadata, iter(params))
+        self.client.reset_prefix_cache()
+
+    def begin_generation(self) -> None:
         self.client.reset_prefix_cache()
 
     def close(self) -> None:
