@@ -41,6 +41,9 @@ class TeacherPolicy:
     def __init__(self, tasks):
         self.by_prompt = {t.prompt: t for t in tasks}
 
+    def begin_generation(self) -> None:  # nothing is cached between calls
+        pass
+
     def generate(self, prompts, n=1, seed=0):
         from evolve.gym.teacher import teacher_solution
         from evolve.policy.sample import Sample
