@@ -135,9 +135,24 @@ class _LoraPathSync:
         # reload does not invalidate it, so a reload from the same path let every repeated prompt reuse
         # KV blocks computed with the previous adapter (measured: served log-probs 0.074 nats off HF's,
         # 0.92 at the 99th percentile, after two updates; vLLM 0.32 logs a warning to the same effect).
-        self.n_synced += 1
-        d = Path(self.dir.name) / f"adapter-{self.n_synced}"
+        d = self._new_folder()
         model.save_pretrained(str(d), safe_serialization=True)  # peft: the adapter alone
+        self._load(d)
+
+    def begin_generation(self) -> None:
+        """The same adapter from a new folder: the server keys its prefix cache on the adapter's path and
+        its OpenAI API has no reset (only in vLLM's dev mode), so this is how its cache starts empty. The
+        base model alone (no adapter loaded) keeps its cache: nothing here can drop it."""
+        if self.loaded is not None:
+            d = self._new_folder()
+            shutil.copytree(self.loaded, d)
+            self._load(d)
+
+    def _new_folder(self) -> Path:
+        self.n_synced += 1
+        return Path(self.dir.name) / f"adapter-{self.n_synced}"
+
+    def _load(self, d: Path) -> None:
         self._post("/v1/load_lora_adapter", {"lora_name": ADAPTER_NAME, "lora_path": str(d),
                                              # in place always: a resumed run's first sync meets the
                                              # adapter its earlier process loaded (else HTTP 400)
@@ -146,19 +161,6 @@ class _LoraPathSync:
             shutil.rmtree(self.loaded, ignore_errors=True)
         self.loaded = d
         self.adapter = ADAPTER_NAME
-
-    def begin_generation(self) -> None:
-        """The same adapter from a new folder: the server keys its prefix cache on the adapter's path and
-        its OpenAI API has no reset (only in vLLM's dev mode), so this is how its cache starts empty. The
-        base model alone (no adapter loaded) keeps its cache: nothing here can drop it."""
-        if self.loaded is None:
-            return
-        self.n_synced += 1
-        d = Path(self.dir.name) / f"adapter-{self.n_synced}"
-        shutil.copytree(self.loaded, d)
-        self._post("/v1/load_lora_adapter", {"lora_name": ADAPTER_NAME, "lora_path": str(d), "load_inplace": True})
-        shutil.rmtree(self.loaded, ignore_errors=True)
-        self.loaded = d
 
     def generate(self, prompt_ids: list[list[int]], n: int, seed: int, eos) -> list[tuple]:
         s = self.spec.sampling
